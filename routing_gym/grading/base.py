@@ -1,0 +1,157 @@
+"""Grader interface, result type, registry and the process-pool batch grader."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from routing_gym.errors import RoutingGymError, UnknownNameError
+
+# Longer outputs are graded False rather than scanned: a 4,096-token generation is ~20k
+# characters, so anything this large is runaway or not a model answer.
+MAX_OUTPUT_CHARS = 400_000
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """The verdict on one output.
+
+    ``correct`` is the verdict, ``extracted`` the answer the grader read from the output
+    (``None`` when it found none) and ``reason`` a short human-readable explanation.
+    """
+
+    correct: bool
+    extracted: str | None
+    reason: str
+
+    @property
+    def score(self) -> float:
+        return 1.0 if self.correct else 0.0
+
+
+class GraderInputError(RoutingGymError, ValueError):
+    """A reference (gold answer, test program) is unusable; model outputs never raise this."""
+
+
+class Grader(ABC):
+    """Grades a model output against a reference. Subclasses implement :meth:`_grade`.
+
+    :meth:`grade` never raises on a malformed *output* (not text, empty, enormous, unparsable):
+    it returns ``correct=False`` with the reason. A malformed *reference* raises
+    :class:`GraderInputError`, because that is a data bug, not a model failure.
+    """
+
+    name: str = ""
+
+    def grade(self, output: object, reference: Any, metadata: Mapping[str, Any] | None = None) -> GradeResult:
+        metadata = metadata or {}
+        self.check_reference(reference, metadata)
+        if not isinstance(output, str):
+            return GradeResult(False, None, f"output is not text ({type(output).__name__})")
+        if not output.strip():
+            return GradeResult(False, None, "empty output")
+        if len(output) > MAX_OUTPUT_CHARS:
+            return GradeResult(False, None, f"output too long ({len(output):,} chars > {MAX_OUTPUT_CHARS:,})")
+        try:
+            return self._grade(output, reference, metadata)
+        except GraderInputError:
+            raise
+        except Exception as exc:  # a parser bug on odd output must not abort a whole build
+            return GradeResult(False, None, f"grader error on this output: {type(exc).__name__}: {exc}")
+
+    def check_reference(self, reference: Any, metadata: Mapping[str, Any]) -> None:
+        if reference is None or (isinstance(reference, str) and not reference.strip()):
+            raise GraderInputError(f"{self.name} grader: empty reference")
+
+    @abstractmethod
+    def _grade(self, output: str, reference: Any, metadata: Mapping[str, Any]) -> GradeResult: ...
+
+
+_REGISTRY: dict[str, Callable[[], Grader]] = {}
+_INSTANCES: dict[str, Grader] = {}
+
+
+def register_grader(name: str, factory: Callable[[], Grader], *, overwrite: bool = False) -> None:
+    """Register a grader factory (a class or zero-argument callable) under ``name``."""
+    if name in _REGISTRY and not overwrite:
+        raise RoutingGymError(f"grader {name!r} is already registered")
+    _REGISTRY[name] = factory
+    _INSTANCES.pop(name, None)
+
+
+def get_grader(name: str) -> Grader:
+    """The grader registered as ``name`` (one shared instance per name)."""
+    if name not in _REGISTRY:
+        raise UnknownNameError("grader", name, list(_REGISTRY))
+    if name not in _INSTANCES:
+        _INSTANCES[name] = _REGISTRY[name]()
+    return _INSTANCES[name]
+
+
+def grader_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def grade(name: str, output: object, reference: Any, metadata: Mapping[str, Any] | None = None) -> GradeResult:
+    """Grade one output with the grader registered as ``name``."""
+    return get_grader(name).grade(output, reference, metadata)
+
+
+def _grade_chunk(args: tuple[str, list[tuple[object, Any, Mapping[str, Any] | None]]]) -> list[GradeResult]:
+    name, items = args
+    import routing_gym.grading  # noqa: F401  (registers the built-in graders in a spawned worker)
+
+    grader = get_grader(name)
+    return [grader.grade(o, r, m) for o, r, m in items]
+
+
+def grade_batch(
+    name: str,
+    outputs: Sequence[object],
+    references: Sequence[Any],
+    metadata: Sequence[Mapping[str, Any] | None] | None = None,
+    *,
+    processes: int | None = None,
+    chunksize: int = 64,
+    disable_progress: bool | None = None,
+) -> list[GradeResult]:
+    """Grade many outputs, in worker processes when ``processes`` > 1.
+
+    math-verify times out with ``signal.alarm``, which only works in a main thread, so the
+    parallel path uses processes (spawned, so no lock or thread state is inherited), never
+    threads. ``processes=None`` uses every CPU; ``processes`` <= 1 grades in this process.
+    Results come back in input order.
+    """
+    if len(outputs) != len(references):
+        raise GraderInputError(f"grade_batch: {len(outputs)} outputs but {len(references)} references")
+    metas: Sequence[Mapping[str, Any] | None] = metadata if metadata is not None else [None] * len(outputs)
+    if len(metas) != len(outputs):
+        raise GraderInputError(f"grade_batch: {len(outputs)} outputs but {len(metas)} metadata rows")
+    get_grader(name)  # fail fast on an unknown name, before any worker starts
+    items = list(zip(outputs, references, metas))
+    chunks = [items[i : i + chunksize] for i in range(0, len(items), chunksize)]
+    n_proc = processes if processes is not None else (os.cpu_count() or 1)
+    n_proc = min(n_proc, len(chunks))
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(items), desc=f"grading {name}", unit="output", disable=disable_progress)
+    results: list[GradeResult] = []
+    try:
+        if n_proc <= 1:
+            for chunk in chunks:
+                results.extend(_grade_chunk((name, chunk)))
+                bar.update(len(chunk))
+        else:
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=n_proc, mp_context=ctx) as pool:
+                for part in pool.map(_grade_chunk, [(name, c) for c in chunks]):
+                    results.extend(part)
+                    bar.update(len(part))
+    finally:
+        bar.close()
+    return results

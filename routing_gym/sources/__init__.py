@@ -1,0 +1,67 @@
+"""Where tournaments come from: shipped and procedural presets, files, real-data builders.
+
+``resolve_tournament(spec)`` accepts a ``Tournament``, a tournament directory, or the name of
+a registered preset (``list_tournaments()``); ``"default"`` is the offline default that ships
+in ``envs_data/``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+from routing_gym.errors import UnknownNameError
+from routing_gym.paths import shipped_data_dir
+from routing_gym.tournament import Tournament
+
+DEFAULT_TOURNAMENT = "paper-pool"
+
+# name -> zero-argument builder; procedural presets register themselves here.
+TOURNAMENT_PRESETS: dict[str, Callable[[], Tournament]] = {}
+_loaded: dict[tuple[str, float], Tournament] = {}
+
+
+def register_tournament(name: str) -> Callable[[Callable[[], Tournament]], Callable[[], Tournament]]:
+    """Register a zero-argument function that builds a tournament under ``name``."""
+
+    def decorator(builder: Callable[[], Tournament]) -> Callable[[], Tournament]:
+        TOURNAMENT_PRESETS[name] = builder
+        return builder
+
+    return decorator
+
+
+def list_tournaments() -> list[str]:
+    shipped = [p.name for p in shipped_data_dir().iterdir() if (p / "card.json").exists()]
+    return sorted(set(shipped) | set(TOURNAMENT_PRESETS) | {"default"})
+
+
+def resolve_tournament(spec: Tournament | str | os.PathLike) -> Tournament:
+    """A tournament from an object, a directory or a preset name (cached per directory)."""
+    if isinstance(spec, Tournament):
+        return spec
+    name = str(spec)
+    if name == "default":
+        name = DEFAULT_TOURNAMENT
+    path = Path(name)
+    if not path.is_dir() and (shipped_data_dir() / name / "card.json").exists():
+        path = shipped_data_dir() / name
+    if path.is_dir():
+        key = (str(path.resolve()), (path / "card.json").stat().st_mtime if (path / "card.json").exists() else 0.0)
+        if key not in _loaded:
+            _loaded[key] = Tournament.load(path)
+        return _loaded[key]
+    _import_builtin_presets()
+    if name in TOURNAMENT_PRESETS:
+        return TOURNAMENT_PRESETS[name]()
+    raise UnknownNameError("tournament (neither a directory nor a preset)", name, list_tournaments())
+
+
+def _import_builtin_presets() -> None:
+    """Procedural presets register on import; imported lazily to keep start-up light."""
+    try:
+        import routing_gym.sources.synthetic  # noqa: F401
+    except ModuleNotFoundError as exc:  # not written yet in a partial checkout
+        if exc.name != "routing_gym.sources.synthetic":
+            raise

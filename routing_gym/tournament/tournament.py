@@ -1,0 +1,406 @@
+"""The Tournament: every candidate model's logged outcome on every question.
+
+In memory a tournament is three parts:
+
+- ``queries``: a DataFrame with one row per question (see ``schema.QUERY_COLUMNS``),
+- ``models``: a DataFrame with one row per candidate model (``schema.MODEL_COLUMNS``),
+- dense ``[N, K]`` float arrays ``correct``, ``energy_j``, ``latency_s``, ``mean_power_w``,
+  ``input_tokens``, ``output_tokens`` (row i = ``queries`` row i, column k = ``models`` row k),
+  plus an optional object array ``output_text``.
+
+Rewards, oracles and evaluation are vectorized lookups into these arrays. On disk see
+``routing_gym.tournament.io``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, NamedTuple, Sequence
+
+import numpy as np
+import pandas as pd
+
+from routing_gym.errors import EmptySplitError, TournamentValidationError, UnknownNameError
+from routing_gym.tournament.card import DataCard
+from routing_gym.tournament.schema import (
+    ENERGY_PROVENANCES,
+    METRIC_ARRAYS,
+    MODEL_COLUMNS,
+    OUTCOME_COLUMNS,
+    QUERY_COLUMNS,
+    Column,
+)
+
+# The reference paper's split: 2,050 training and 913 held-out questions.
+PAPER_SPLIT = {"train": 2050, "test": 913}
+
+Problem = tuple[str, "int | None", "str | None", str]
+
+
+class Outcomes(NamedTuple):
+    """``[n, K]`` outcome arrays of a block of queries; the input of every reward function."""
+
+    correct: np.ndarray
+    energy_j: np.ndarray
+    latency_s: np.ndarray
+    mean_power_w: np.ndarray
+
+
+@dataclass
+class Tournament:
+    """Logged outcomes of K models on N questions. Build with ``from_records`` or directly
+    from arrays; both validate and raise ``TournamentValidationError`` naming every problem.
+    """
+
+    queries: pd.DataFrame
+    models: pd.DataFrame
+    correct: np.ndarray
+    energy_j: np.ndarray
+    latency_s: np.ndarray
+    mean_power_w: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    card: DataCard
+    output_text: np.ndarray | None = None
+    source: str = field(default="<memory>", compare=False)
+
+    def __post_init__(self) -> None:
+        self.queries = _normalise_table(self.queries, QUERY_COLUMNS, f"{self.source} (queries)")
+        self.models = _normalise_table(self.models, MODEL_COLUMNS, f"{self.source} (models)")
+        for name in METRIC_ARRAYS:
+            setattr(self, name, np.asarray(getattr(self, name), dtype=np.float64))
+        problems = _validate(self)
+        if problems:
+            raise TournamentValidationError(problems)
+        self._benchmark_codes: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ shape and lookup
+    @property
+    def n_queries(self) -> int:
+        return len(self.queries)
+
+    @property
+    def n_models(self) -> int:
+        return len(self.models)
+
+    @property
+    def model_ids(self) -> list[str]:
+        return self.models["model_id"].tolist()
+
+    @property
+    def query_ids(self) -> list[str]:
+        return self.queries["query_id"].tolist()
+
+    @property
+    def benchmarks(self) -> list[str]:
+        """Sorted benchmark names; ``benchmark_codes`` index into this list."""
+        return sorted(self.queries["benchmark"].unique().tolist())
+
+    @property
+    def benchmark_codes(self) -> np.ndarray:
+        if self._benchmark_codes is None:
+            self._benchmark_codes = pd.Index(self.benchmarks).get_indexer(self.queries["benchmark"]).astype(np.int64)
+        return self._benchmark_codes
+
+    @property
+    def has_difficulty(self) -> bool:
+        return bool(self.queries["difficulty"].notna().all()) and self.n_queries > 0
+
+    def model_index(self, model_id: str) -> int:
+        ids = self.model_ids
+        if model_id not in ids:
+            raise UnknownNameError("model", model_id, ids)
+        return ids.index(model_id)
+
+    def outcomes(self, rows: np.ndarray | None = None) -> Outcomes:
+        """Outcome arrays for ``rows`` (all queries when None)."""
+        pick = (lambda a: a) if rows is None else (lambda a: a[rows])
+        return Outcomes(pick(self.correct), pick(self.energy_j), pick(self.latency_s), pick(self.mean_power_w))
+
+    # ------------------------------------------------------------------ splits and subsets
+    @property
+    def splits(self) -> list[str]:
+        return sorted(s for s in self.queries["split"].unique().tolist() if s)
+
+    def split_rows(self, split: str | None) -> np.ndarray:
+        """Row indices of a split; ``None`` or ``"all"`` selects every query."""
+        if split in (None, "all"):
+            rows = np.arange(self.n_queries)
+        else:
+            if not self.splits:
+                raise EmptySplitError(
+                    f"{self.card.name}: split {split!r} requested but the tournament has no splits; call with_splits()"
+                )
+            if split not in self.splits:
+                raise UnknownNameError("split", split, self.splits + ["all"])
+            rows = np.flatnonzero(self.queries["split"].to_numpy() == split)
+        if len(rows) == 0:
+            raise EmptySplitError(f"{self.card.name}: split {split!r} has no queries")
+        return rows
+
+    def with_splits(self, seed: int = 0, proportions: dict[str, float] | None = None) -> Tournament:
+        """A copy whose ``split`` column is a seeded split stratified by benchmark.
+
+        Every benchmark is shuffled with ``numpy.random.default_rng(seed)`` (benchmarks in
+        sorted order) and cut in ``proportions`` (default 2,050 : 913 as in the paper), with
+        largest-remainder rounding so each benchmark's counts add up.
+        """
+        proportions = dict(proportions or PAPER_SPLIT)
+        if not proportions or any(v < 0 for v in proportions.values()) or sum(proportions.values()) <= 0:
+            raise ValueError(f"split proportions must be non-negative and sum above zero, got {proportions}")
+        weights = np.array(list(proportions.values()), dtype=float)
+        weights /= weights.sum()
+        names = np.array(list(proportions), dtype=object)
+        rng = np.random.default_rng(seed)
+        split = np.empty(self.n_queries, dtype=object)
+        for benchmark in self.benchmarks:
+            rows = np.flatnonzero(self.queries["benchmark"].to_numpy() == benchmark)
+            rows = rows[rng.permutation(len(rows))]
+            counts = _largest_remainder(weights * len(rows))
+            split[rows] = np.repeat(names, counts)
+        queries = self.queries.copy()
+        queries["split"] = split.astype(str)
+        card = replace(self.card, split={"seed": seed, "proportions": proportions, "stratified_by": "benchmark"})
+        return replace(self, queries=queries, card=card)
+
+    def subset(
+        self,
+        rows: Sequence[int] | np.ndarray | None = None,
+        benchmarks: Iterable[str] | None = None,
+        models: Iterable[str] | None = None,
+        split: str | None = None,
+    ) -> Tournament:
+        """A new tournament restricted to some queries (rows, benchmarks, split) and models."""
+        keep = np.ones(self.n_queries, dtype=bool)
+        if rows is not None:
+            mask = np.zeros(self.n_queries, dtype=bool)
+            mask[np.asarray(rows, dtype=np.int64)] = True
+            keep &= mask
+        if benchmarks is not None:
+            benchmarks = list(benchmarks)
+            unknown = set(benchmarks) - set(self.benchmarks)
+            if unknown:
+                raise UnknownNameError("benchmark", sorted(unknown)[0], self.benchmarks)
+            keep &= self.queries["benchmark"].isin(benchmarks).to_numpy()
+        if split is not None:
+            mask = np.zeros(self.n_queries, dtype=bool)
+            mask[self.split_rows(split)] = True
+            keep &= mask
+        row_idx = np.flatnonzero(keep)
+        if len(row_idx) == 0:
+            raise EmptySplitError(f"{self.card.name}: the subset selects no queries")
+        col_idx = np.arange(self.n_models) if models is None else np.array([self.model_index(m) for m in models])
+        if len(col_idx) == 0:
+            raise EmptySplitError(f"{self.card.name}: the subset selects no models")
+        arrays = {name: getattr(self, name)[np.ix_(row_idx, col_idx)] for name in METRIC_ARRAYS}
+        text = None if self.output_text is None else self.output_text[np.ix_(row_idx, col_idx)]
+        return replace(
+            self,
+            queries=self.queries.iloc[row_idx].reset_index(drop=True),
+            models=self.models.iloc[col_idx].reset_index(drop=True),
+            output_text=text,
+            **arrays,
+        )
+
+    # ------------------------------------------------------------------ tables
+    def to_long(self) -> pd.DataFrame:
+        """The outcomes table in long form: one row per (query, model)."""
+        n, k = self.n_queries, self.n_models
+        data: dict[str, Any] = {
+            "query_id": np.repeat(self.queries["query_id"].to_numpy(), k),
+            "model_id": np.tile(self.models["model_id"].to_numpy(), n),
+        }
+        for name in METRIC_ARRAYS:
+            data[name] = getattr(self, name).reshape(-1)
+        if self.output_text is not None:
+            data["output_text"] = self.output_text.reshape(-1)
+        return pd.DataFrame(data)
+
+    def model_summary(self, rows: np.ndarray | None = None) -> pd.DataFrame:
+        """Per-model accuracy and mean cost over ``rows`` (all queries when None)."""
+        sel = slice(None) if rows is None else rows
+        return pd.DataFrame(
+            {
+                "model_id": self.model_ids,
+                "params_b": self.models["params_b"].to_numpy(),
+                "accuracy": self.correct[sel].mean(axis=0),
+                "mean_energy_j": self.energy_j[sel].mean(axis=0),
+                "mean_latency_s": self.latency_s[sel].mean(axis=0),
+                "mean_power_w": self.mean_power_w[sel].mean(axis=0),
+                "mean_output_tokens": np.nanmean(self.output_tokens[sel], axis=0)
+                if np.isfinite(self.output_tokens[sel]).any()
+                else np.full(self.n_models, np.nan),
+                "energy_provenance": self.models["energy_provenance"].to_numpy(),
+            }
+        )
+
+    @classmethod
+    def from_records(
+        cls,
+        queries: pd.DataFrame | Sequence[dict[str, Any]],
+        models: pd.DataFrame | Sequence[dict[str, Any]],
+        outcomes: pd.DataFrame | Sequence[dict[str, Any]],
+        card: DataCard | dict[str, Any],
+        source: str = "<memory>",
+        files: dict[str, str] | None = None,
+    ) -> Tournament:
+        """Build from the three tables in long form, validating every row.
+
+        ``files`` names where each table came from (keys ``queries``, ``models``,
+        ``outcomes``) so that errors point at the right file; rows are numbered from 1.
+        """
+        files = files or {t: f"{source} ({t})" for t in ("queries", "models", "outcomes")}
+        card = card if isinstance(card, DataCard) else DataCard.from_dict(card, source=f"{source} (card)")
+        queries = _normalise_table(pd.DataFrame(queries), QUERY_COLUMNS, files["queries"])
+        models = _normalise_table(pd.DataFrame(models), MODEL_COLUMNS, files["models"])
+        outcomes = _normalise_table(pd.DataFrame(outcomes), OUTCOME_COLUMNS, files["outcomes"])
+        problems = _unique_ids(queries, "query_id", files["queries"]) + _unique_ids(models, "model_id", files["models"])
+        if problems:
+            raise TournamentValidationError(problems)
+
+        n, k = len(queries), len(models)
+        qi = pd.Index(queries["query_id"]).get_indexer(outcomes["query_id"])
+        mi = pd.Index(models["model_id"]).get_indexer(outcomes["model_id"])
+        for codes, column, table in ((qi, "query_id", "queries"), (mi, "model_id", "models")):
+            for row in np.flatnonzero(codes < 0)[:50]:
+                problems.append(
+                    (files["outcomes"], int(row) + 1, column, f"unknown {column} {outcomes[column].iloc[row]!r} (not in {table})")
+                )
+        valid = (qi >= 0) & (mi >= 0)
+        flat = qi[valid].astype(np.int64) * k + mi[valid]
+        counts = np.bincount(flat, minlength=n * k)
+        for cell in np.flatnonzero(counts > 1)[:50]:
+            rows = np.flatnonzero(valid)[flat == cell] + 1
+            problems.append(
+                (files["outcomes"], int(rows[1]), None,
+                 f"duplicate pair (query {queries['query_id'].iloc[cell // k]!r}, model {models['model_id'].iloc[cell % k]!r}), "
+                 f"also at row(s) {rows.tolist()}")
+            )
+        missing = np.flatnonzero(counts == 0)
+        for cell in missing[:20]:
+            problems.append(
+                (files["outcomes"], None, None,
+                 f"missing pair (query {queries['query_id'].iloc[cell // k]!r}, model {models['model_id'].iloc[cell % k]!r})")
+            )
+        if len(missing) > 20:
+            problems.append((files["outcomes"], None, None, f"{len(missing)} (query, model) pairs are missing in all"))
+        problems += _check_values(outcomes, files["outcomes"], row_of=lambda i: int(i) + 1)
+        if problems:
+            raise TournamentValidationError(problems)
+
+        order = np.argsort(flat, kind="stable")
+        arrays = {name: outcomes[name].to_numpy(dtype=np.float64)[valid][order].reshape(n, k) for name in METRIC_ARRAYS}
+        text = None
+        if "output_text" in outcomes and outcomes["output_text"].notna().any():
+            text = outcomes["output_text"].to_numpy(dtype=object)[valid][order].reshape(n, k)
+        return cls(queries=queries, models=models, card=card, output_text=text, source=source, **arrays)
+
+    def save(self, path: str | os.PathLike, format: str = "parquet") -> None:
+        from routing_gym.tournament.io import save_tournament
+
+        save_tournament(self, path, format=format)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Tournament:
+        from routing_gym.tournament.io import load_tournament
+
+        return load_tournament(path)
+
+
+# ---------------------------------------------------------------------- helpers
+def _largest_remainder(quotas: np.ndarray) -> np.ndarray:
+    counts = np.floor(quotas).astype(int)
+    short = int(round(quotas.sum())) - counts.sum()
+    counts[np.argsort(-(quotas - counts), kind="stable")[:short]] += 1
+    return counts
+
+
+def _normalise_table(frame: pd.DataFrame, columns: tuple[Column, ...], where: str) -> pd.DataFrame:
+    """Check required columns exist and fill optional ones with typed defaults."""
+    frame = frame.reset_index(drop=True).copy()
+    missing = [c.name for c in columns if c.required and c.name not in frame.columns]
+    if missing:
+        raise TournamentValidationError(
+            [(where, None, name, "required column is missing") for name in missing]
+        )
+    for column in columns:
+        if column.name in frame.columns:
+            if column.kind == "str" and column.name != "output_text":
+                frame[column.name] = frame[column.name].fillna("").astype(str)
+            elif column.kind == "float":
+                frame[column.name] = pd.to_numeric(frame[column.name], errors="coerce").astype(np.float64)
+            elif column.kind == "bool":
+                frame[column.name] = frame[column.name].fillna(False).astype(bool)
+            elif column.kind == "json":
+                frame[column.name] = [v if isinstance(v, dict) else {} for v in frame[column.name]]
+            continue
+        if column.name == "output_text":
+            continue
+        default = {"str": "", "float": np.nan, "bool": False}.get(column.kind)
+        frame[column.name] = [{} for _ in range(len(frame))] if column.kind == "json" else default
+    return frame
+
+
+def _unique_ids(frame: pd.DataFrame, column: str, where: str) -> list[Problem]:
+    problems: list[Problem] = []
+    dup = frame[column].duplicated(keep="first").to_numpy()
+    for row in np.flatnonzero(dup)[:50]:
+        problems.append((where, int(row) + 1, column, f"duplicate {column} {frame[column].iloc[row]!r}"))
+    for row in np.flatnonzero(frame[column].to_numpy() == "")[:50]:
+        problems.append((where, int(row) + 1, column, f"empty {column}"))
+    return problems
+
+
+def _check_values(table: pd.DataFrame | dict[str, np.ndarray], where: str, row_of) -> list[Problem]:
+    """Range checks shared by long tables and dense arrays."""
+    problems: list[Problem] = []
+    rules = (
+        ("correct", lambda v: np.isfinite(v) & (v >= 0) & (v <= 1), "must be in [0, 1]"),
+        ("energy_j", lambda v: np.isfinite(v) & (v >= 0), "must be finite and >= 0 joules"),
+        ("latency_s", lambda v: np.isfinite(v) & (v >= 0), "must be finite and >= 0 seconds"),
+        ("mean_power_w", lambda v: np.isfinite(v) & (v >= 0), "must be finite and >= 0 watts"),
+        ("input_tokens", lambda v: np.isnan(v) | (v >= 0), "must be >= 0 (or NaN when unknown)"),
+        ("output_tokens", lambda v: np.isnan(v) | (v >= 0), "must be >= 0 (or NaN when unknown)"),
+    )
+    for name, ok, message in rules:
+        values = np.asarray(table[name], dtype=np.float64).reshape(-1)
+        bad = np.flatnonzero(~ok(values))
+        for i in bad[:20]:
+            problems.append((where, row_of(i), name, f"{values[i]!r} {message}"))
+        if len(bad) > 20:
+            problems.append((where, None, name, f"{len(bad)} values in all {message}"))
+    return problems
+
+
+def _validate(t: Tournament) -> list[Problem]:
+    problems = _unique_ids(t.queries, "query_id", f"{t.source} (queries)")
+    problems += _unique_ids(t.models, "model_id", f"{t.source} (models)")
+    shape = (t.n_queries, t.n_models)
+    for name in METRIC_ARRAYS:
+        if getattr(t, name).shape != shape:
+            problems.append((t.source, None, name, f"array shape {getattr(t, name).shape} != (queries, models) {shape}"))
+    if t.output_text is not None and t.output_text.shape != shape:
+        problems.append((t.source, None, "output_text", f"array shape {t.output_text.shape} != {shape}"))
+    if problems:
+        return problems
+    k = max(t.n_models, 1)
+    models = t.model_ids
+    queries = t.query_ids
+
+    def row_of(flat: int) -> str:  # type: ignore[override]
+        return f"query {queries[flat // k]!r} x model {models[flat % k]!r}"
+
+    for p in _check_values({n: getattr(t, n) for n in METRIC_ARRAYS}, f"{t.source} (outcomes)", row_of):
+        file, where, column, message = p
+        problems.append((file, None, column, f"{where}: {message}" if where else message))
+    bad_prov = ~t.models["energy_provenance"].isin(ENERGY_PROVENANCES).to_numpy()
+    for row in np.flatnonzero(bad_prov):
+        problems.append(
+            (f"{t.source} (models)", int(row) + 1, "energy_provenance",
+             f"{t.models['energy_provenance'].iloc[row]!r} is not one of {', '.join(ENERGY_PROVENANCES)}")
+        )
+    difficulty = t.queries["difficulty"].to_numpy(dtype=float)
+    for row in np.flatnonzero(np.isfinite(difficulty) & ((difficulty < 0) | (difficulty > 1)))[:20]:
+        problems.append((f"{t.source} (queries)", int(row) + 1, "difficulty", f"{difficulty[row]} is outside [0, 1]"))
+    return problems

@@ -1,0 +1,78 @@
+"""Shared fixtures: small hand-built tournaments and the real-data directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from routing_gym.tournament import DataCard, Tournament  # noqa: E402
+
+BENCHMARKS = ("gsm8k", "mmlu", "math500")
+WORDS = "route the question to a model that answers it with few joules please".split()
+
+
+def make_tournament(n: int = 60, k: int = 4, seed: int = 0, with_splits: bool = True) -> Tournament:
+    """A small random tournament: bigger models are more accurate and cost more joules."""
+    rng = np.random.default_rng(seed)
+    params = np.linspace(0.5, 8.0, k)
+    benchmark = np.array(BENCHMARKS)[rng.integers(0, len(BENCHMARKS), n)]
+    difficulty = rng.uniform(0, 1, n)
+    p_correct = 1 / (1 + np.exp(-(np.log(params)[None, :] * 1.5 - 4 * difficulty[:, None] + 1)))
+    correct = (rng.uniform(size=(n, k)) < p_correct).astype(float)
+    tokens = rng.integers(20, 400, (n, k)).astype(float)
+    energy = tokens * params[None, :] * 0.3 + rng.uniform(1, 5, (n, k))
+    latency = tokens * 0.01 * np.sqrt(params)[None, :] + 0.05
+    queries = pd.DataFrame(
+        {
+            "query_id": [f"q{i}" for i in range(n)],
+            "benchmark": benchmark,
+            "prompt": [" ".join(rng.choice(WORDS, 6)) + f" #{i}?" for i in range(n)],
+            "reference": [str(i % 10) for i in range(n)],
+            "difficulty": difficulty,
+        }
+    )
+    models = pd.DataFrame(
+        {
+            "model_id": [f"m{j}" for j in range(k)],
+            "family": "toy",
+            "params_b": params,
+            "reasoning": [False] * k,
+            "energy_provenance": "synthetic",
+            "energy_source": "tests/conftest.py",
+        }
+    )
+    t = Tournament(
+        queries=queries,
+        models=models,
+        correct=correct,
+        energy_j=energy,
+        latency_s=latency,
+        mean_power_w=energy / latency,
+        input_tokens=np.full((n, k), 30.0),
+        output_tokens=tokens,
+        card=DataCard(name=f"toy-{n}x{k}", provenance="synthetic", description="test fixture"),
+    )
+    return t.with_splits(seed=seed, proportions={"train": 2, "test": 1}) if with_splits else t
+
+
+@pytest.fixture
+def toy() -> Tournament:
+    return make_tournament()
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The real public data; skips only where no data directory exists (CI always has one)."""
+    value = os.environ.get("ROUTING_GYM_DATA_DIR")
+    if not value:
+        candidate = Path(__file__).resolve().parents[2] / "shared" / "data"
+        value = str(candidate) if candidate.is_dir() else ""
+    if not value or not Path(value).is_dir():
+        pytest.skip("no data directory (set ROUTING_GYM_DATA_DIR)")
+    return Path(value)
