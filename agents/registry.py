@@ -1,0 +1,77 @@
+"""Agent registry: ``@register_agent("name")``, ``make_agent(name, **kwargs)``, plugins.
+
+External packages add agents without touching routing-gym through the entry-point group
+``routing_gym.agents`` (each entry point names a module or an Agent class; importing it
+registers the agents)::
+
+    [project.entry-points."routing_gym.agents"]
+    my_router = "my_package.routers"
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Any, Callable, TypeVar
+
+from routing_gym.errors import UnknownNameError
+
+ENTRY_POINT_GROUP = "routing_gym.agents"
+
+AGENTS: dict[str, tuple[type, dict[str, Any]]] = {}
+A = TypeVar("A", bound=type)
+
+# Built-in agent modules; each keeps torch/SB3/TRL imports inside functions.
+_BUILTIN_MODULES = (
+    "routing_gym_agents.baselines",
+    "routing_gym_agents.bandits",
+    "routing_gym_agents.routers",
+    "routing_gym_agents.sb3_agents",
+    "routing_gym_agents.text_controller",
+)
+_plugins_loaded = False
+
+
+def register_agent(name: str, **defaults: Any) -> Callable[[A], A]:
+    """Register an Agent class under ``name``; ``defaults`` are constructor kwargs, so one
+    class can be registered several times as variants (e.g. ``fixed-largest``)."""
+
+    def decorator(cls: A) -> A:
+        if name in AGENTS and AGENTS[name][0] is not cls:
+            raise ValueError(f"agent {name!r} is already registered by {AGENTS[name][0].__module__}")
+        AGENTS[name] = (cls, dict(defaults))
+        return cls
+
+    return decorator
+
+
+def load_plugins() -> None:
+    """Import built-in agent modules and every ``routing_gym.agents`` entry point once."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for module in _BUILTIN_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:  # a real missing dependency, not an unwritten module
+                raise
+    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
+        entry_point.load()
+
+
+def list_agents() -> list[str]:
+    load_plugins()
+    return sorted(AGENTS)
+
+
+def make_agent(name: str, **kwargs: Any):
+    """Instantiate a registered agent; unknown names list the registered ones."""
+    load_plugins()
+    if name not in AGENTS:
+        raise UnknownNameError("agent", name, list(AGENTS))
+    cls, defaults = AGENTS[name]
+    agent = cls(**{**defaults, **kwargs})
+    agent.name = name
+    return agent

@@ -1,0 +1,197 @@
+"""Answer extraction shared by the graders: JSON ``answer`` fields, boxed answers, phrases."""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal, InvalidOperation
+
+_ANSWER_KEY = re.compile(r'["\']?(?:final_answer|final answer|answer)["\']?\s*:\s*', re.IGNORECASE)
+
+
+def lenient_json_unescape(raw: str) -> str:
+    """Undo JSON string escaping without eating LaTeX.
+
+    Models write ``"answer": "\\frac{1}{2}"`` both properly escaped (``\\\\frac``) and not
+    (``\\frac``). ``json.loads`` would turn the unescaped ``\\f`` into a form feed and ``\\t`` of
+    ``\\times`` into a tab, so only ``\\\\``, ``\\"`` and ``\\/`` are decoded here.
+    """
+    return re.sub(r'\\([\\"/])', r"\1", raw)
+
+
+def _read_string(text: str, start: int, quote: str) -> str | None:
+    """The raw content of a quoted string starting just after ``quote`` at ``start``."""
+    i = start
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == quote:
+            return text[start:i]
+        i += 1
+    return None  # unterminated (e.g. output cut at max_tokens)
+
+
+def _read_bare(text: str, start: int) -> str:
+    """A bare (unquoted) JSON value: up to a comma, closing brace or end of line."""
+    m = re.match(r"[^,}\n]*", text[start:])
+    return m.group(0).strip() if m else ""
+
+
+def json_answer_fields(text: str) -> list[str]:
+    """Every value of an ``"answer"`` key in ``text``, in order, leniently decoded.
+
+    Works on malformed JSON (unescaped LaTeX, missing closing brace, trailing commas), which is
+    what models emit, by scanning for the key instead of parsing whole objects.
+    """
+    values: list[str] = []
+    for m in _ANSWER_KEY.finditer(text):
+        pos = m.end()
+        if pos >= len(text):
+            continue
+        if text[pos] in "\"'":
+            raw = _read_string(text, pos + 1, text[pos])
+            if raw is None:
+                continue
+            values.append(lenient_json_unescape(raw).strip())
+        elif text[pos] in "[{":
+            # A structured answer: keep its text (e.g. a list of numbers) up to the matching close.
+            close = {"[": "]", "{": "}"}[text[pos]]
+            end = text.find(close, pos)
+            if end > pos:
+                values.append(text[pos : end + 1])
+        else:
+            bare = _read_bare(text, pos)
+            if bare:
+                values.append(bare)
+    return values
+
+
+def json_answer(text: str) -> str | None:
+    """The ``answer`` field of the first JSON object that has one, else of the first key found.
+
+    The first parseable object wins, as in ZeroEval's own parser, so a model that restates the
+    template later (``"answer": "___"``) is judged on its real answer.
+    """
+    for obj in _json_objects(text):
+        if isinstance(obj, dict):
+            for key in ("answer", "final_answer", "Answer"):
+                if key in obj and not isinstance(obj[key], (dict, list)):
+                    value = obj[key]
+                    if isinstance(value, str):
+                        # json.loads already decoded escapes; recover LaTeX control words it ate
+                        value = _restore_latex_controls(value)
+                    return str(value).strip()
+    fields = json_answer_fields(text)
+    return fields[0] if fields else None
+
+
+def _restore_latex_controls(value: str) -> str:
+    # "\frac" -> form feed + "rac", "\times" -> tab + "imes", "\neq" -> newline + "eq", ...
+    return (
+        value.replace("\f", "\\f")
+        .replace("\t", "\\t")
+        .replace("\b", "\\b")
+        .replace("\r", "\\r")
+        .replace("\n", "\\n")
+        if re.search(r"[\f\t\b\r\n][a-zA-Z]", value)
+        else value
+    )
+
+
+def _json_objects(text: str, limit: int = 8):
+    """Parse up to ``limit`` balanced top-level ``{...}`` spans of ``text`` with ``json.loads``."""
+    depth, start, found = 0, None, 0
+    in_str, esc = False, False
+    for i, ch in enumerate(text):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"' and depth > 0:
+            in_str = True
+        elif ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth > 0:
+            depth -= 1
+            if depth == 0 and start is not None:
+                try:
+                    yield json.loads(text[start : i + 1], strict=False)
+                except (json.JSONDecodeError, RecursionError):
+                    pass
+                found += 1
+                if found >= limit:
+                    return
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``), braces balanced."""
+    idx = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    if idx < 0:
+        return None
+    brace = text.find("{", idx)
+    if brace < 0:
+        # "\boxed 5" form
+        m = re.match(r"\\boxed\s+([^\s$]+)", text[idx:])
+        return m.group(1) if m else None
+    depth = 0
+    for i in range(brace, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[brace + 1 : i].strip()
+    return None
+
+
+_ANSWER_IS = re.compile(
+    r"(?:the\s+)?(?:final\s+)?answer\s*(?:is|=|:)\s*[:\-]?\s*(.+)",
+    re.IGNORECASE,
+)
+
+
+def answer_is_phrase(text: str) -> str | None:
+    """What follows the last "the answer is" / "Answer:" on its line, without trailing period."""
+    matches = list(_ANSWER_IS.finditer(text))
+    if not matches:
+        return None
+    value = matches[-1].group(1).strip()
+    value = re.sub(r"[\s.]+$", "", value)
+    return value or None
+
+
+_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?|(?<![\w.])-?\.\d+")
+
+
+def numbers_in(text: str) -> list[str]:
+    """Number literals in ``text`` (thousands separators and simple fractions kept whole)."""
+    cleaned = text.replace("\u2212", "-").replace("\\!", "").replace("{,}", ",")
+    cleaned = re.sub(r"\\(?:frac|dfrac|tfrac)\{(-?\d+)\}\{(\d+)\}", r"\1/\2", cleaned)
+    # "\$18" and "$18": a currency sign before the number is not part of it
+    cleaned = re.sub(r"\\?[$€£¥]\s*", " ", cleaned)
+    return [m.group(0) for m in _NUMBER.finditer(cleaned)]
+
+
+def parse_number(literal: str) -> Decimal | None:
+    """``"1,234.50"`` -> 1234.50, ``"7/2"`` -> 3.5, ``"-.5"`` -> -0.5; ``None`` if not a number."""
+    s = literal.replace(",", "").replace(" ", "")
+    try:
+        if "/" in s:
+            num, den = s.split("/", 1)
+            d = Decimal(den)
+            return Decimal(num) / d if d != 0 else None
+        return Decimal(s)
+    except (InvalidOperation, ValueError):
+        return None
+
+
+def numbers_equal(a: Decimal, b: Decimal, rel: float = 1e-6) -> bool:
+    return abs(a - b) <= Decimal(str(rel)) * max(Decimal(1), abs(b))

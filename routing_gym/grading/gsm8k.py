@@ -1,0 +1,101 @@
+"""GSM8K: the final number of the output equals the reference number."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from routing_gym.grading.base import Grader, GraderInputError, GradeResult
+from routing_gym.grading.extract import (
+    answer_is_phrase,
+    json_answer,
+    last_boxed,
+    numbers_equal,
+    numbers_in,
+    parse_number,
+)
+
+
+def reference_number(reference: str) -> str:
+    """The gold number of a GSM8K reference: a bare number, ``"# 18"`` or a full solution ``... #### 18``."""
+    text = str(reference)
+    if "####" in text:
+        text = text.rsplit("####", 1)[1]
+    nums = numbers_in(text)
+    if not nums:
+        raise GraderInputError(f"gsm8k reference has no number: {reference!r}")
+    return nums[-1] if "####" in str(reference) else nums[0]
+
+
+def _number_in_answer_field(value: str) -> str | None:
+    """The number a stated answer means: after the last ``=``, else the first number.
+
+    ``"9 * 2 = 18"`` means 18; ``"18 dollars (9 eggs x $2)"`` means 18.
+    """
+    if "=" in value:
+        tail_nums = numbers_in(value.rsplit("=", 1)[1])
+        if tail_nums:
+            return tail_nums[0]
+    nums = numbers_in(value)
+    return nums[0] if nums else None
+
+
+class GSM8KGrader(Grader):
+    """Numeric match on the final answer.
+
+    The answer is read, in order, from a JSON ``answer`` field, ``#### N``, a ``\\boxed{N}``,
+    "the answer is N", and finally the last number in the output. Thousands separators,
+    currency signs, units, percent signs and trailing periods are ignored; simple fractions
+    (``7/2``) are evaluated; numbers are compared with a relative tolerance of 1e-6.
+    """
+
+    name = "gsm8k"
+
+    def check_reference(self, reference: Any, metadata: Mapping[str, Any]) -> None:
+        super().check_reference(reference, metadata)
+        reference_number(reference)
+
+    def _grade(self, output: str, reference: Any, metadata: Mapping[str, Any]) -> GradeResult:
+        gold_lit = reference_number(reference)
+        gold = parse_number(gold_lit)
+        assert gold is not None
+        literal, how = self.extract(output)
+        if literal is None:
+            return GradeResult(False, None, how)
+        value = parse_number(literal)
+        if value is None:
+            return GradeResult(False, literal, f"unparsable number {literal!r} ({how})")
+        ok = numbers_equal(value, gold)
+        return GradeResult(ok, literal, f"{how}: {literal} {'==' if ok else '!='} {gold_lit}")
+
+    @staticmethod
+    def extract(output: str) -> tuple[str | None, str]:
+        """``(number literal or None, how it was found / why not)``."""
+        field = json_answer(output)
+        if field is not None:
+            num = _number_in_answer_field(field)
+            if num is not None:
+                return num, "json answer field"
+            boxed = last_boxed(field)
+            if boxed is None:
+                return None, f"json answer field has no number: {field[:80]!r}"
+        hashes = re.findall(r"####\s*([^\n]+)", output)
+        if hashes:
+            nums = numbers_in(hashes[-1])
+            if nums:
+                return nums[0], "#### marker"
+        boxed = last_boxed(output)
+        if boxed is not None:
+            num = _number_in_answer_field(boxed)
+            if num is not None:
+                return num, "boxed answer"
+        phrase = answer_is_phrase(output)
+        if phrase is not None:
+            num = _number_in_answer_field(phrase)
+            if num is not None:
+                return num, "'answer is' phrase"
+        nums = numbers_in(output)
+        if nums:
+            return nums[-1], "last number in output"
+        return None, "no number in output"

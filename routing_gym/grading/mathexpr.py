@@ -1,0 +1,87 @@
+"""MATH (MATH-500, MATH level 5): extracted final answer equivalent to the reference (math-verify)."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from routing_gym.grading.base import Grader, GradeResult
+from routing_gym.grading.extract import answer_is_phrase, json_answer, last_boxed
+
+# Per-call limits for math-verify (seconds); sympy can stall on adversarial expressions.
+PARSE_TIMEOUT_S = 5
+VERIFY_TIMEOUT_S = 5
+
+
+def _strip_wrappers(answer: str) -> str:
+    s = answer.strip()
+    s = re.sub(r"^\$+|\$+$", "", s).strip()
+    s = re.sub(r"^\\\(|\\\)$", "", s).strip()
+    s = re.sub(r"^\\\[|\\\]$", "", s).strip()
+    s = re.sub(r"[\s.]+$", "", s)  # "12." at the end of a sentence
+    return s
+
+
+class MathGrader(Grader):
+    """Answer equivalence with math-verify.
+
+    The candidate answer is, in order: the JSON ``answer`` field (ZeroEval's format; a
+    ``\\boxed{}`` inside it wins), the last ``\\boxed{}`` of the output, "the answer is ...".
+    The candidate and the reference are each wrapped in ``$...$`` so math-verify reads them as
+    LaTeX (``\\frac{1}{2}``, ``(3, \\pi/2)``, ``[2, 5)``), falling back to math-verify's own
+    extraction from the raw text. math-verify times out with ``signal.alarm``: call this grader
+    from a main thread, or use :func:`routing_gym.grading.grade_batch` (worker processes).
+    In any other thread it runs without math-verify's timeouts rather than raising.
+    """
+
+    name = "math"
+
+    def _grade(self, output: str, reference: Any, metadata: Mapping[str, Any]) -> GradeResult:
+        candidate, how = self.extract(output)
+        if candidate is None:
+            return GradeResult(False, None, how)
+        gold = self._parse(str(reference))
+        if not gold:
+            return GradeResult(False, candidate, f"math-verify could not parse the reference {reference!r}")
+        pred = self._parse(candidate)
+        if not pred:
+            return GradeResult(False, candidate, f"math-verify could not parse the answer ({how})")
+        ok = self._verify(gold, pred)
+        return GradeResult(ok, candidate, f"{how}: math-verify {'equivalent' if ok else 'not equivalent'} to {reference!r}")
+
+    @staticmethod
+    def extract(output: str) -> tuple[str | None, str]:
+        field = json_answer(output)
+        if field is not None and field.strip() and not re.fullmatch(r"[_\s.]*", field):
+            boxed = last_boxed(field)
+            return _strip_wrappers(boxed if boxed is not None else field), "json answer field"
+        boxed = last_boxed(output)
+        if boxed is not None:
+            return _strip_wrappers(boxed), "boxed answer"
+        phrase = answer_is_phrase(output)
+        if phrase is not None:
+            return _strip_wrappers(phrase), "'answer is' phrase"
+        return None, "no final answer found (no json answer field, \\boxed{} or 'answer is')"
+
+    @staticmethod
+    def _timeouts() -> tuple[int | None, int | None]:
+        # signal.alarm only works in the main thread of the main interpreter
+        if threading.current_thread() is threading.main_thread():
+            return PARSE_TIMEOUT_S, VERIFY_TIMEOUT_S
+        return None, None
+
+    def _parse(self, text: str) -> list:
+        from math_verify import parse
+
+        parse_t, _ = self._timeouts()
+        has_math_delims = re.search(r"(?<!\\)\$", text) or "\\boxed" in text
+        result = parse(text if has_math_delims else f"${text}$", parsing_timeout=parse_t)
+        return result if result else parse(text, parsing_timeout=parse_t)
+
+    def _verify(self, gold: list, pred: list) -> bool:
+        from math_verify import verify
+
+        _, verify_t = self._timeouts()
+        return bool(verify(gold, pred, timeout_seconds=verify_t))
