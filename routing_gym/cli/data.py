@@ -1,0 +1,54 @@
+"""``routing-gym data info`` and ``routing-gym data validate``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+
+def add_commands(cli) -> None:
+    data = cli.group("data")
+    info = data.add_parser("info", help="summarise tournaments: N, K, per-model accuracy and joules, oracles")
+    info.add_argument("tournaments", nargs="*", default=["default"], help="directories or preset names (default: the offline default)")
+    info.add_argument("--split", default=None, help="summarise one split only (default: all queries)")
+    info.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    info.set_defaults(func=cmd_info)
+
+    validate = data.add_parser("validate", help="load and validate tournament directories; exit 1 on any problem")
+    validate.add_argument("tournaments", nargs="+")
+    validate.set_defaults(func=cmd_validate)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from routing_gym.sources import resolve_tournament
+    from routing_gym.tournament.summary import describe, side_by_side, summary_table
+
+    tournaments = [resolve_tournament(spec) for spec in args.tournaments]
+    if args.json:
+        payload = {t.card.name: summary_table(t, args.split).to_dict(orient="records") for t in tournaments}
+        print(json.dumps(payload, indent=2, default=float))
+        return 0
+    for t in tournaments:
+        print(describe(t, args.split), end="\n\n")
+    if len(tournaments) > 1:
+        print("side by side:")
+        print(side_by_side(tournaments, args.split).to_string())
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from routing_gym.errors import TournamentValidationError
+    from routing_gym.tournament import Tournament
+
+    failures = 0
+    for path in args.tournaments:
+        start = time.perf_counter()
+        try:
+            t = Tournament.load(path)
+        except (TournamentValidationError, FileNotFoundError) as exc:
+            failures += 1
+            print(f"INVALID {path}\n{exc}")
+            continue
+        print(f"ok {path}: {t.n_queries} x {t.n_models}, splits {t.splits or 'none'} ({time.perf_counter() - start:.2f} s)")
+    return 1 if failures else 0
