@@ -48,6 +48,10 @@ class Grader(ABC):
 
     name: str = ""
 
+    def __init__(self, name: str | None = None):
+        if name:
+            self.name = name
+
     def grade(self, output: object, reference: Any, metadata: Mapping[str, Any] | None = None) -> GradeResult:
         metadata = metadata or {}
         self.check_reference(reference, metadata)

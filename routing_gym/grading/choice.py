@@ -104,7 +104,7 @@ class MultipleChoiceGrader(Grader):
         cls = f"[{letters}]"
         hits: list[tuple[int, str]] = []
         for pat in _PHRASES:
-            hits.extend((m.start(), m.group(1)) for m in re.finditer(pat.format(cls=cls), output))
+            hits.extend((m.start(), m.group(1)) for m in re.finditer(pat.replace("{cls}", cls), output))
         if hits:
             return max(hits)[1], "answer phrase"
         lines = [ln for ln in output.strip().splitlines() if ln.strip()]

@@ -6,7 +6,8 @@ import json
 import re
 from decimal import Decimal, InvalidOperation
 
-_ANSWER_KEY = re.compile(r'["\']?(?:final_answer|final answer|answer)["\']?\s*:\s*', re.IGNORECASE)
+# A quoted "answer" key (JSON or a Python-style dict); prose "Answer: B" is left to the phrase rules.
+_ANSWER_KEY = re.compile(r"[\"'](?:final_answer|final answer|answer)[\"']\s*:\s*", re.IGNORECASE)
 
 
 def lenient_json_unescape(raw: str) -> str:

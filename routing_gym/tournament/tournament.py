@@ -132,8 +132,9 @@ class Tournament:
                 raise EmptySplitError(
                     f"{self.card.name}: split {split!r} requested but the tournament has no splits; call with_splits()"
                 )
-            if split not in self.splits:
-                raise UnknownNameError("split", split, self.splits + ["all"])
+            declared = set(self.splits) | set(self.card.split.get("proportions", {}))
+            if split not in declared:
+                raise UnknownNameError("split", split, sorted(declared) + ["all"])
             rows = np.flatnonzero(self.queries["split"].to_numpy() == split)
         if len(rows) == 0:
             raise EmptySplitError(f"{self.card.name}: split {split!r} has no queries")
@@ -286,6 +287,7 @@ class Tournament:
         if len(missing) > 20:
             problems.append((files["outcomes"], None, None, f"{len(missing)} (query, model) pairs are missing in all"))
         problems += _check_values(outcomes, files["outcomes"], row_of=lambda i: int(i) + 1)
+        problems += _check_tables(queries, models, files["queries"], files["models"])
         if problems:
             raise TournamentValidationError(problems)
 
@@ -367,7 +369,7 @@ def _check_values(table: pd.DataFrame | dict[str, np.ndarray], where: str, row_o
         values = np.asarray(table[name], dtype=np.float64).reshape(-1)
         bad = np.flatnonzero(~ok(values))
         for i in bad[:20]:
-            problems.append((where, row_of(i), name, f"{values[i]!r} {message}"))
+            problems.append((where, row_of(i), name, f"{float(values[i])!r} {message}"))
         if len(bad) > 20:
             problems.append((where, None, name, f"{len(bad)} values in all {message}"))
     return problems
@@ -394,13 +396,18 @@ def _validate(t: Tournament) -> list[Problem]:
     for p in _check_values({n: getattr(t, n) for n in METRIC_ARRAYS}, f"{t.source} (outcomes)", row_of):
         file, where, column, message = p
         problems.append((file, None, column, f"{where}: {message}" if where else message))
-    bad_prov = ~t.models["energy_provenance"].isin(ENERGY_PROVENANCES).to_numpy()
+    return problems + _check_tables(t.queries, t.models, f"{t.source} (queries)", f"{t.source} (models)")
+
+
+def _check_tables(queries: pd.DataFrame, models: pd.DataFrame, queries_file: str, models_file: str) -> list[Problem]:
+    problems: list[Problem] = []
+    bad_prov = ~models["energy_provenance"].isin(ENERGY_PROVENANCES).to_numpy()
     for row in np.flatnonzero(bad_prov):
         problems.append(
-            (f"{t.source} (models)", int(row) + 1, "energy_provenance",
-             f"{t.models['energy_provenance'].iloc[row]!r} is not one of {', '.join(ENERGY_PROVENANCES)}")
+            (models_file, int(row) + 1, "energy_provenance",
+             f"{models['energy_provenance'].iloc[row]!r} is not one of {', '.join(ENERGY_PROVENANCES)}")
         )
-    difficulty = t.queries["difficulty"].to_numpy(dtype=float)
+    difficulty = queries["difficulty"].to_numpy(dtype=float)
     for row in np.flatnonzero(np.isfinite(difficulty) & ((difficulty < 0) | (difficulty > 1)))[:20]:
-        problems.append((f"{t.source} (queries)", int(row) + 1, "difficulty", f"{difficulty[row]} is outside [0, 1]"))
+        problems.append((queries_file, int(row) + 1, "difficulty", f"{difficulty[row]} is outside [0, 1]"))
     return problems

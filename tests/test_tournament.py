@@ -1,0 +1,154 @@
+"""Tournament data model: construction, validation messages, I/O round trips, splits."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import make_tournament
+
+from routing_gym.errors import EmptySplitError, TournamentValidationError, UnknownNameError
+from routing_gym.tournament import PAPER_SPLIT, Tournament
+
+
+def long_tables(t: Tournament) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    return t.queries.copy(), t.models.copy(), t.to_long()
+
+
+def test_from_records_round_trips_dense_arrays(toy):
+    queries, models, outcomes = long_tables(toy)
+    rebuilt = Tournament.from_records(queries, models, outcomes.sample(frac=1.0, random_state=3), toy.card)
+    for name in ("correct", "energy_j", "latency_s", "mean_power_w", "output_tokens"):
+        np.testing.assert_array_equal(getattr(rebuilt, name), getattr(toy, name))
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_save_load_round_trip(tmp_path, toy, fmt):
+    toy.queries.at[0, "metadata"] = {"source": "unit test", "level": 3}
+    toy.save(tmp_path / "t", format=fmt)
+    loaded = Tournament.load(tmp_path / "t")
+    assert loaded.queries["metadata"].iloc[0] == {"source": "unit test", "level": 3}
+    assert loaded.queries["split"].tolist() == toy.queries["split"].tolist()
+    np.testing.assert_allclose(loaded.energy_j, toy.energy_j)
+    assert loaded.card == toy.card
+    assert (tmp_path / "t" / "CARD.md").read_text().startswith("# Data card")
+
+
+def test_saving_again_in_other_format_leaves_no_stale_tables(tmp_path, toy):
+    toy.save(tmp_path / "t", format="jsonl")
+    toy.save(tmp_path / "t", format="parquet")
+    assert not list((tmp_path / "t").glob("*.jsonl"))
+
+
+def _problems(exc: TournamentValidationError) -> str:
+    return str(exc)
+
+
+def test_validation_names_file_row_and_column_for_bad_values(tmp_path, toy):
+    toy.save(tmp_path / "t", format="jsonl")
+    lines = (tmp_path / "t" / "outcomes.jsonl").read_text().splitlines()
+    bad = json.loads(lines[4])
+    bad["energy_j"] = -3.0
+    lines[4] = json.dumps(bad)
+    bad = json.loads(lines[6])
+    bad["correct"] = 1.5
+    lines[6] = json.dumps(bad)
+    (tmp_path / "t" / "outcomes.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(TournamentValidationError) as info:
+        Tournament.load(tmp_path / "t")
+    message = _problems(info.value)
+    assert "outcomes.jsonl, row 5, column 'energy_j': -3.0 must be finite and >= 0 joules" in message
+    assert "outcomes.jsonl, row 7, column 'correct': 1.5 must be in [0, 1]" in message
+    assert len(info.value.problems) == 2
+
+
+def test_validation_reports_missing_duplicate_and_unknown_pairs(toy):
+    queries, models, outcomes = long_tables(toy)
+    outcomes = pd.concat([outcomes.iloc[1:], outcomes.iloc[[5]]], ignore_index=True)
+    outcomes.loc[10, "model_id"] = "ghost"
+    with pytest.raises(TournamentValidationError) as info:
+        Tournament.from_records(queries, models, outcomes, toy.card, source="t.parquet")
+    message = str(info.value)
+    assert "unknown model_id 'ghost' (not in models)" in message and "row 11" in message
+    assert "duplicate pair (query 'q1', model 'm1')" in message
+    assert "missing pair (query 'q0', model 'm0')" in message
+
+
+def test_nan_energy_and_unknown_provenance_are_rejected(toy):
+    queries, models, outcomes = long_tables(toy)
+    outcomes.loc[3, "energy_j"] = np.nan
+    models.loc[1, "energy_provenance"] = "guessed"
+    with pytest.raises(TournamentValidationError) as info:
+        Tournament.from_records(queries, models, outcomes, toy.card, source="x")
+    message = str(info.value)
+    assert "row 4, column 'energy_j': nan" in message
+    assert "row 2, column 'energy_provenance': 'guessed' is not one of measured, derived, synthetic" in message
+
+
+def test_missing_required_column_and_corrupt_files(tmp_path, toy):
+    queries, models, outcomes = long_tables(toy)
+    with pytest.raises(TournamentValidationError, match="column 'energy_j': required column is missing"):
+        Tournament.from_records(queries, models, outcomes.drop(columns="energy_j"), toy.card)
+    toy.save(tmp_path / "t")
+    (tmp_path / "t" / "models.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(TournamentValidationError, match="models.parquet: unreadable Parquet file"):
+        Tournament.load(tmp_path / "t")
+    toy.save(tmp_path / "j", format="jsonl")
+    with open(tmp_path / "j" / "queries.jsonl", "a") as handle:
+        handle.write('{"query_id": "broken"\n')
+    with pytest.raises(TournamentValidationError, match=r"queries.jsonl, row \d+: not valid JSON"):
+        Tournament.load(tmp_path / "j")
+    with pytest.raises(FileNotFoundError):
+        Tournament.load(tmp_path / "nowhere")
+
+
+def test_array_constructor_validates_shapes_and_duplicates(toy):
+    with pytest.raises(TournamentValidationError, match="array shape"):
+        Tournament(**{**_fields(toy), "energy_j": toy.energy_j[:, :2]})
+    queries = toy.queries.copy()
+    queries.loc[3, "query_id"] = "q0"
+    with pytest.raises(TournamentValidationError, match="row 4, column 'query_id': duplicate query_id 'q0'"):
+        Tournament(**{**_fields(toy), "queries": queries})
+
+
+def _fields(t: Tournament) -> dict:
+    names = ("queries", "models", "correct", "energy_j", "latency_s", "mean_power_w", "input_tokens", "output_tokens", "card")
+    return {n: getattr(t, n) for n in names}
+
+
+def test_splits_are_seeded_stratified_and_default_to_paper_proportions():
+    t = make_tournament(n=2963, k=3, with_splits=False)
+    a, b, c = t.with_splits(seed=1), t.with_splits(seed=1), t.with_splits(seed=2)
+    assert a.queries["split"].tolist() == b.queries["split"].tolist()
+    assert a.queries["split"].tolist() != c.queries["split"].tolist()
+    counts = a.queries["split"].value_counts()
+    assert abs(counts["train"] - PAPER_SPLIT["train"]) <= len(a.benchmarks)
+    assert counts.sum() == 2963
+    for _, group in a.queries.groupby("benchmark"):  # every benchmark cut in the same proportion
+        share = (group["split"] == "train").mean()
+        assert share == pytest.approx(2050 / 2963, abs=0.01)
+    assert a.card.split == {"seed": 1, "proportions": PAPER_SPLIT, "stratified_by": "benchmark"}
+
+
+def test_split_errors_are_clear():
+    t = make_tournament(with_splits=False)
+    with pytest.raises(EmptySplitError, match="has no splits; call with_splits"):
+        t.split_rows("train")
+    with pytest.raises(UnknownNameError, match="unknown split 'dev'; registered: all, test, train"):
+        make_tournament().split_rows("dev")
+    with pytest.raises(EmptySplitError, match="split 'test' has no queries"):
+        make_tournament(n=30).with_splits(proportions={"train": 1, "test": 0}).split_rows("test")
+
+
+def test_subset_by_benchmark_model_and_split(toy):
+    sub = toy.subset(benchmarks=["gsm8k"], models=["m3", "m0"], split="train")
+    assert set(sub.queries["benchmark"]) == {"gsm8k"}
+    assert sub.model_ids == ["m3", "m0"]
+    rows = np.flatnonzero((toy.queries["benchmark"] == "gsm8k").to_numpy() & (toy.queries["split"] == "train").to_numpy())
+    np.testing.assert_array_equal(sub.energy_j, toy.energy_j[rows][:, [3, 0]])
+    with pytest.raises(UnknownNameError, match="unknown benchmark 'bbh'"):
+        toy.subset(benchmarks=["bbh"])
+    with pytest.raises(UnknownNameError, match="unknown model 'm9'"):
+        toy.subset(models=["m9"])
