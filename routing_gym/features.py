@@ -13,7 +13,8 @@ Kinds (``FEATURE_KINDS``):
 - ``"hashing"``: HashingVectorizer with ``dim`` buckets (stateless, no vocabulary);
 - ``"benchmark"``: no text columns, only the benchmark one-hot;
 - ``"lm"``: mean-pooled last hidden states of a local causal LM (the offline SmolLM2 from
-  ``routing_gym.offline_llm`` or a transformers directory ``lm_path``), PCA-reduced to ``dim``;
+  ``routing_gym.offline_llm.load_offline_model()``, or a transformers directory ``lm_path``),
+  PCA-reduced to ``dim``;
 - ``"sentence-transformers"``: a sentence-transformers model (needs the package and the
   Hub or a local copy), PCA-reduced to ``dim``.
 
@@ -238,15 +239,8 @@ class _NeuralEncoder:
             self._tokenizer = AutoTokenizer.from_pretrained(c.lm_path)
             self._model = AutoModelForCausalLM.from_pretrained(c.lm_path)
         else:
-            try:
-                from routing_gym.offline_llm import load_offline_model
-            except ModuleNotFoundError as exc:
-                if exc.name != "routing_gym.offline_llm":
-                    raise
-                raise RoutingGymError(
-                    "feature kind 'lm' needs routing_gym.offline_llm (the offline SmolLM2 loader), which this "
-                    "checkout does not have yet; pass lm_path=<transformers model directory> instead"
-                ) from exc
+            from routing_gym.offline_llm import load_offline_model
+
             self._model, self._tokenizer = load_offline_model()
         self._model.eval()
         if self._tokenizer.pad_token is None:  # causal LMs often ship without one

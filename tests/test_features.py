@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import pickle
 from dataclasses import replace
 
@@ -129,9 +128,3 @@ def test_lm_mean_pooled_embeddings(tmp_path) -> None:
     g = pickle.loads(pickle.dumps(f))  # weights are reloaded, not pickled
     np.testing.assert_allclose(g.transform(TEXTS, CODES), X, atol=1e-5)
 
-
-def test_lm_without_the_offline_loader_says_what_to_do() -> None:
-    if importlib.util.find_spec("routing_gym.offline_llm") is not None:
-        pytest.skip("routing_gym.offline_llm exists in this checkout")
-    with pytest.raises(RoutingGymError, match="lm_path"):
-        TextFeaturizer(kind="lm").fit(TEXTS, CODES, 3)
