@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import operator
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -176,7 +178,8 @@ def numbers_in(text: str) -> list[str]:
     """Number literals in ``text`` (thousands separators and simple fractions kept whole)."""
     cleaned = text.replace("\u2212", "-").replace("\\!", "").replace("{,}", ",")
     cleaned = re.sub(r"\\(?:frac|dfrac|tfrac)\{(-?\d+)\}\{(\d+)\}", r"\1/\2", cleaned)
-    # "\$18" and "$18": a currency sign before the number is not part of it
+    # "\$18", "$18", "-$8": drop the currency sign, keep the sign of the number
+    cleaned = re.sub(r"(?<=-)\s*\\?[$€£¥]\s*", "", cleaned)
     cleaned = re.sub(r"\\?[$€£¥]\s*", " ", cleaned)
     return [m.group(0) for m in _NUMBER.finditer(cleaned)]
 
@@ -196,3 +199,41 @@ def parse_number(literal: str) -> Decimal | None:
 
 def numbers_equal(a: Decimal, b: Decimal, rel: float = 1e-6) -> bool:
     return abs(a - b) <= Decimal(str(rel)) * max(Decimal(1), abs(b))
+
+
+_ARITH_OPS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+}
+
+
+def eval_arithmetic(expr: str) -> Decimal | None:
+    """Value of a plain arithmetic expression (numbers, + - * / and parentheses), else ``None``.
+
+    Models sometimes answer ``"((300 * 4) + (120 * 6)) / 12"`` instead of the number; this reads
+    it with ``ast`` (no ``eval``) and refuses anything else, including huge exponents.
+    """
+    s = expr.replace("\u00d7", "*").replace("\u00f7", "/").replace("\\times", "*").replace("\\div", "/")
+    s = re.sub(r"\\?[$€£¥]", "", s).replace(",", "").strip()
+    if not re.fullmatch(r"[\d\s.+\-*/()]+", s) or not re.search(r"\d\s*[-+*/]\s*[\d(]", s) or len(s) > 200:
+        return None
+    try:
+        tree = ast.parse(s, mode="eval")
+    except SyntaxError:
+        return None
+
+    def walk(node: ast.AST) -> Decimal:
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return Decimal(str(node.value))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = walk(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITH_OPS:
+            return _ARITH_OPS[type(node.op)](walk(node.left), walk(node.right))
+        raise ValueError("not arithmetic")
+
+    try:
+        return walk(tree)
+    except (ValueError, ArithmeticError):
+        return None

@@ -9,6 +9,7 @@ from typing import Any
 from routing_gym.grading.base import Grader, GraderInputError, GradeResult
 from routing_gym.grading.extract import (
     answer_is_phrase,
+    eval_arithmetic,
     json_answer,
     last_boxed,
     numbers_equal,
@@ -29,23 +30,33 @@ def reference_number(reference: str) -> str:
 
 
 def _number_in_answer_field(value: str) -> str | None:
-    """The number a stated answer means: after the last ``=``, else the first number.
+    """The number a stated answer means: the value after the last ``=``, else the value of a
+    bare arithmetic expression, else the first number.
 
-    ``"9 * 2 = 18"`` means 18; ``"18 dollars (9 eggs x $2)"`` means 18.
+    ``"9 * 2 = 18"`` means 18; ``"(300 * 4) / 12"`` means 100; ``"18 dollars (9 eggs x $2)"``
+    means 18.
     """
     if "=" in value:
-        tail_nums = numbers_in(value.rsplit("=", 1)[1])
+        tail = value.rsplit("=", 1)[1]
+        tail_nums = numbers_in(tail)
         if tail_nums:
             return tail_nums[0]
+    computed = eval_arithmetic(value)
+    if computed is not None:
+        return format(computed.normalize(), "f")
     nums = numbers_in(value)
     return nums[0] if nums else None
+
+
+LAST_LINE_MAX_CHARS = 300
 
 
 class GSM8KGrader(Grader):
     """Numeric match on the final answer.
 
     The answer is read, in order, from a JSON ``answer`` field, ``#### N``, a ``\\boxed{N}``,
-    "the answer is N", and finally the last number in the output. Thousands separators,
+    "the answer is N", and finally the last number of a short last line. An answer field
+    that is an equation is read after its last ``=``, a bare arithmetic expression is evaluated. Thousands separators,
     currency signs, units, percent signs and trailing periods are ignored; simple fractions
     (``7/2``) are evaluated; numbers are compared with a relative tolerance of 1e-6.
     """
@@ -95,7 +106,11 @@ class GSM8KGrader(Grader):
             num = _number_in_answer_field(phrase)
             if num is not None:
                 return num, "'answer is' phrase"
-        nums = numbers_in(output)
-        if nums:
-            return nums[-1], "last number in output"
-        return None, "no number in output"
+        # Last resort: the last number of a short final line ("... so she makes $18 a day.").
+        # Not of a long one: a generation cut off mid-loop ends in an arbitrary number.
+        lines = [ln for ln in output.strip().splitlines() if ln.strip()]
+        if lines and len(lines[-1]) <= LAST_LINE_MAX_CHARS:
+            nums = numbers_in(lines[-1])
+            if nums:
+                return nums[-1], "last number of the last line"
+        return None, "no answer field, marker or phrase, and no number on a short last line"

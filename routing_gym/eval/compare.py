@@ -1,0 +1,595 @@
+"""``routing-gym compare``: train every agent on the training split, score it on held-out.
+
+For each agent x seed: ``make_agent(name, **kwargs)``, ``fit`` on the training split (bandit
+agents learn online through ``RoutingEnv``; the regret of every online decision is logged
+through ``FitContext.step_hooks``), ``act_batch`` on the held-out split, and score with
+``RoutingEnv.evaluate`` under one common reward. Every fixed model of the pool is added as a
+row ("always <model>"), computed directly from the table.
+
+Robustness: an action outside ``[0, K)`` (or a non-integer one) is charged the invalid
+penalty and counted; an agent that raises is reported with a traceback summary and the
+others still finish.
+
+Statistics: each number is the mean over seeds of the per-seed metric; 95 % intervals are
+percentile bootstrap intervals over held-out queries of the seed-averaged per-query values
+(one shared set of resamples for every method); ``*_seed_sd`` is the spread over seeds.
+
+Router overhead hook: after ``act_batch``, compare reads ``agent.overhead`` if the agent has
+it: a dict, or a method returning one, mapping a name (e.g. ``"decode_s"``, ``"energy_j"``,
+``"tokens"``) to a per-query array or a per-query mean for the held-out batch just routed.
+``fit`` logs may carry the same under ``"overhead"`` (training-time overhead). Each name
+becomes a column ``overhead_<name>`` (``fit_overhead_<name>``). compare always measures
+``act_ms_per_query`` (wall time of ``act_batch`` per query) and ``fit_s`` itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from routing_gym.envs import Reward, RoutingEnv
+from routing_gym.envs.rewards import DEFAULT_INVALID_PENALTY
+from routing_gym.errors import RoutingGymError, UnknownNameError
+from routing_gym.eval.metrics import PolicyMetrics, policy_metrics
+from routing_gym.eval.pareto import hypervolume, pareto_front
+from routing_gym.eval.stats import BootstrapPlan, paired_dominance_test, seed_spread
+from routing_gym.tournament import Tournament
+
+# The default set: every Table 2 baseline that trains in seconds on 2 cores. Names not
+# registered (yet) are skipped when the default is used; named explicitly, they are an error.
+DEFAULT_AGENTS = (
+    "fixed-smallest",
+    "fixed-medium",
+    "fixed-largest",
+    "random",
+    "oracle",
+    "linucb",
+    "epsilon-greedy",
+    "thompson",
+    "knn",
+    "uniroute",
+    "routellm",
+    "greenserv",
+    "smoothie",
+)
+# The paper's RL energy coefficient: one common setting for every reward in the table.
+DEFAULT_COEFFICIENTS = {"lambda_e": 0.4}
+FIXED_PREFIX = "always "
+# Hypervolume reference: accuracy 0 and 1.1 x the most expensive fixed model's mean joules,
+# so that every fixed model encloses some area.
+HV_REFERENCE_FACTOR = 1.1
+PER_QUERY = ("correct", "energy_j", "latency_s", "mean_power_w", "rewards")
+_CI_METRICS = {"accuracy": "correct", "mean_energy_j": "energy_j", "mean_latency_s": "latency_s",
+               "mean_power_w": "mean_power_w", "mean_reward": "rewards"}
+_CURVE_POINTS = 400  # regret curves are stored downsampled to this many points
+
+
+@dataclass
+class CompareConfig:
+    """Settings of one comparison; every field has the default ``routing-gym compare`` uses."""
+
+    tournament: Any = "default"  # Tournament, directory or preset name
+    agents: Sequence[str] | None = None  # None: the registered names of DEFAULT_AGENTS
+    seeds: int | Sequence[int] = 5  # a count (seeds 0..n-1) or explicit seeds
+    reward: str = "gated_rank"
+    coefficients: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_COEFFICIENTS))
+    invalid_penalty: float = DEFAULT_INVALID_PENALTY
+    train_split: str = "train"
+    test_split: str = "test"
+    agent_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> constructor kwargs
+    fixed_models: bool = True  # add an "always <model>" row for every model of the pool
+    n_bootstrap: int = 2000
+    confidence: float = 0.95
+    bootstrap_seed: int = 0
+    progress: bool | None = None  # tqdm: None shows the bar on a terminal only
+
+    @property
+    def seed_list(self) -> list[int]:
+        if isinstance(self.seeds, int):
+            if self.seeds < 1:
+                raise ValueError(f"seeds must be >= 1, got {self.seeds}")
+            return list(range(self.seeds))
+        seeds = [int(s) for s in self.seeds]
+        if not seeds:
+            raise ValueError("seeds is empty")
+        return seeds
+
+
+@dataclass
+class RunRecord:
+    """One method x seed: its metrics, or why it failed."""
+
+    method: str
+    seed: int | None  # None for the deterministic fixed-model rows
+    kind: str  # "agent" | "fixed-model"
+    status: str  # "ok" | "failed"
+    feedback: str = ""
+    deployable: bool = True
+    fit_s: float = 0.0
+    act_s: float = 0.0
+    metrics: PolicyMetrics | None = None
+    per_query: dict[str, np.ndarray] = field(default_factory=dict)
+    regret: np.ndarray | None = None  # instantaneous regret of each online training decision
+    overhead: dict[str, float] = field(default_factory=dict)
+    error: str = ""
+    traceback: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "method": self.method, "seed": self.seed, "kind": self.kind, "status": self.status,
+            "feedback": self.feedback, "deployable": self.deployable, "fit_s": self.fit_s,
+            "act_ms_per_query": self.act_ms_per_query, "overhead": self.overhead,
+        }
+        if self.metrics is not None:
+            data["metrics"] = self.metrics.to_dict()
+        if self.regret is not None:
+            data["online_steps"] = int(len(self.regret))
+            data["final_cumulative_regret"] = float(self.regret.sum())
+        if self.status != "ok":
+            data.update(error=self.error, traceback=self.traceback)
+        return data
+
+    @property
+    def act_ms_per_query(self) -> float:
+        n = self.metrics.n if self.metrics else 0
+        return 1000.0 * self.act_s / n if n else float("nan")
+
+
+@dataclass
+class CompareResult:
+    config: CompareConfig
+    tournament: Tournament
+    reward: Reward
+    test_rows: np.ndarray
+    runs: list[RunRecord]
+    rows: list[dict[str, Any]]  # one summary per method, table order
+    per_benchmark: list[dict[str, Any]]
+    dominance: list[dict[str, Any]]  # every ordered pair of methods
+    pareto: dict[str, Any]
+    regret: dict[str, dict[str, Any]]  # method -> curves (bandit-feedback agents)
+    elapsed_s: float = 0.0
+
+    @property
+    def failures(self) -> list[RunRecord]:
+        return [r for r in self.runs if r.status != "ok"]
+
+    def row(self, method: str) -> dict[str, Any]:
+        for r in self.rows:
+            if r["method"] == method:
+                return r
+        raise UnknownNameError("method", method, [r["method"] for r in self.rows])
+
+    def settings(self) -> dict[str, Any]:
+        c = self.config
+        t = self.tournament
+        return {
+            "tournament": {
+                "name": t.card.name, "provenance": t.card.provenance, "n_queries": t.n_queries,
+                "n_models": t.n_models, "models": t.model_ids,
+                "params_b": [None if pd.isna(p) else float(p) for p in t.models["params_b"]],
+                "train_split": c.train_split, "test_split": c.test_split,
+                "n_train": int(len(t.split_rows(c.train_split))), "n_test": int(len(self.test_rows)),
+            },
+            "reward": {"name": self.reward.name, "coefficients": self.reward.coefficients,
+                       "invalid_penalty": self.reward.invalid_penalty, "describe": self.reward.describe()},
+            "seeds": c.seed_list,
+            "agents": sorted({r.method for r in self.runs if r.kind == "agent"}),
+            "agent_kwargs": c.agent_kwargs,
+            "intervals": (f"{c.confidence:.0%} percentile bootstrap over {len(self.test_rows)} held-out queries "
+                          f"({c.n_bootstrap} resamples, seed {c.bootstrap_seed}) of seed-averaged per-query values"),
+            "invalid_actions": "count as wrong, cost 0 J / 0 s / 0 W, earn the invalid penalty",
+            "hypervolume_reference": self.pareto["reference"],
+            "elapsed_s": self.elapsed_s,
+        }
+
+
+# ---------------------------------------------------------------------- running
+def resolve_agent_names(agents: Sequence[str] | None) -> list[str]:
+    """Explicit names must be registered (the error lists those that are); ``None`` means
+    the registered subset of ``DEFAULT_AGENTS``."""
+    from routing_gym_agents import list_agents
+
+    registered = list_agents()
+    if agents is None:
+        names = [a for a in DEFAULT_AGENTS if a in registered]
+        if not names:
+            raise RoutingGymError(f"none of the default agents is registered; registered: {', '.join(registered) or '(none)'}")
+        return names
+    names = list(dict.fromkeys(a.strip() for a in agents if a.strip()))
+    for name in names:
+        if name not in registered:
+            raise UnknownNameError("agent", name, registered)
+    if not names:
+        raise RoutingGymError("no agents given")
+    return names
+
+
+def run_compare(config: CompareConfig) -> CompareResult:
+    """Run every method x seed and aggregate; never raises for a failing agent."""
+    from tqdm.auto import tqdm
+
+    from routing_gym.sources import resolve_tournament
+
+    start = time.perf_counter()
+    seeds = config.seed_list
+    names = resolve_agent_names(config.agents)
+    unknown_kwargs = set(config.agent_kwargs) - set(names)
+    if unknown_kwargs:
+        raise RoutingGymError(f"agent_kwargs given for agents not in the run: {sorted(unknown_kwargs)}")
+    t = resolve_tournament(config.tournament)
+    reward = Reward(config.reward, dict(config.coefficients), config.invalid_penalty)
+    t.split_rows(config.train_split)  # fail early, naming the splits, before any agent trains
+    env = RoutingEnv(
+        tournament=t, split=config.test_split, reward=reward.name, coefficients=reward.coefficients,
+        invalid_penalty=reward.invalid_penalty, invalid_action="penalize", order="sequential",
+    )
+    scorer = _Scorer(t, env, reward)
+
+    runs: list[RunRecord] = []
+    if config.fixed_models:
+        for k, model_id in enumerate(t.model_ids):
+            runs.append(scorer.record(f"{FIXED_PREFIX}{model_id}", None, "fixed-model", np.full(len(env.rows), k)))
+    tasks = [(name, seed) for name in names for seed in seeds]
+    bar = tqdm(tasks, desc="compare", unit="run", disable=None if config.progress is None else not config.progress)
+    for name, seed in bar:
+        bar.set_postfix_str(f"{name} seed {seed}")
+        runs.append(_run_agent(name, seed, config, t, reward, scorer))
+    bar.close()
+
+    result = _aggregate(config, t, reward, env.rows, runs)
+    result.elapsed_s = time.perf_counter() - start
+    return result
+
+
+class _Scorer:
+    """Scores actions on the held-out split and turns them into a RunRecord."""
+
+    def __init__(self, t: Tournament, env: RoutingEnv, reward: Reward):
+        self.t, self.env, self.reward = t, env, reward
+        self.codes = t.benchmark_codes[env.rows]
+
+    def record(self, method: str, seed: int | None, kind: str, actions: np.ndarray, **extra: Any) -> RunRecord:
+        result = self.env.evaluate(actions)
+        metrics = policy_metrics(result, self.t.model_ids, self.codes, self.t.benchmarks, self.reward.describe())
+        per_query = {name: np.asarray(getattr(result, name), dtype=np.float64) for name in PER_QUERY}
+        per_query["actions"] = result.actions
+        return RunRecord(method, seed, kind, "ok", metrics=metrics, per_query=per_query, **extra)
+
+
+def _coerce_actions(actions: Any, n: int) -> np.ndarray:
+    """Integer actions; a non-integer or non-finite entry becomes -1 (invalid, penalized)."""
+    arr = np.asarray(actions)
+    if arr.shape != (n,):
+        raise RoutingGymError(f"act_batch returned shape {arr.shape} for {n} queries; expected ({n},)")
+    if arr.dtype.kind in "iub":
+        return arr.astype(np.int64)
+    try:
+        values = arr.astype(np.float64)
+    except (TypeError, ValueError):
+        raise RoutingGymError(f"act_batch returned non-numeric actions (dtype {arr.dtype})") from None
+    integral = np.isfinite(values) & (values == np.round(values))
+    return np.where(integral, np.nan_to_num(values), -1).astype(np.int64)
+
+
+def _run_agent(name: str, seed: int, config: CompareConfig, t: Tournament, reward: Reward, scorer: _Scorer) -> RunRecord:
+    from routing_gym_agents import FitContext, QueryBatch, make_agent
+    from routing_gym_agents.registry import AGENTS
+
+    cls = AGENTS[name][0]
+    meta = dict(feedback=str(getattr(cls, "feedback", "")), deployable=not getattr(cls, "uses_test_outcomes", False))
+    regret: list[float] = []
+
+    def log_regret(step: int, action: int, value: float, info: dict[str, Any]) -> None:
+        regret.append(float(info.get("oracle_reward", math.nan)) - float(value))
+
+    ctx = FitContext(tournament=t, reward=reward, train_split=config.train_split, seed=seed,
+                     step_hooks=[log_regret], progress=False)
+    fit_s = act_s = 0.0
+    try:
+        agent = make_agent(name, **config.agent_kwargs.get(name, {}))
+        tic = time.perf_counter()
+        logs = agent.fit(ctx) or {}
+        fit_s = time.perf_counter() - tic
+        batch = QueryBatch.from_rows(t, scorer.env.rows)
+        tic = time.perf_counter()
+        raw = agent.act_batch(batch)
+        act_s = time.perf_counter() - tic
+        actions = _coerce_actions(raw, len(batch))
+        curve = np.asarray(regret if regret else logs.get("regret", []), dtype=np.float64)
+        return scorer.record(
+            name, seed, "agent", actions, fit_s=fit_s, act_s=act_s,
+            regret=curve if curve.size else None, overhead=_read_overhead(agent, logs, len(batch)), **meta,
+        )
+    except Exception as exc:  # one agent's bug must not sink the comparison
+        frames = traceback.extract_tb(exc.__traceback__)[-4:]
+        return RunRecord(
+            name, seed, "agent", "failed", fit_s=fit_s, act_s=act_s, **meta,
+            error=f"{type(exc).__name__}: {exc}",
+            traceback=[f"{f.filename}:{f.lineno} in {f.name}: {f.line}" for f in frames],
+        )
+
+
+def _read_overhead(agent: Any, logs: dict[str, Any], n: int) -> dict[str, float]:
+    """The documented overhead hook (module docstring): per-query means by name."""
+    out: dict[str, float] = {}
+    sources = [("fit_overhead_", logs.get("overhead")), ("overhead_", getattr(agent, "overhead", None))]
+    for prefix, source in sources:
+        if callable(source):
+            source = source()
+        if not isinstance(source, dict):
+            continue
+        for key, value in source.items():
+            arr = np.asarray(value, dtype=np.float64).reshape(-1)
+            if arr.size not in (1, n) and prefix == "overhead_":
+                raise RoutingGymError(f"agent overhead {key!r} has {arr.size} values for {n} routed queries")
+            out[f"{prefix}{key}"] = float(arr.mean()) if arr.size else math.nan
+    return out
+
+
+# ---------------------------------------------------------------------- aggregation
+def _aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: np.ndarray, runs: list[RunRecord]) -> CompareResult:
+    plan = BootstrapPlan(len(test_rows), config.n_bootstrap, config.bootstrap_seed)
+    methods = list(dict.fromkeys(r.method for r in runs))
+    rows, per_benchmark, pooled = [], [], {}
+    for method in methods:
+        mine = [r for r in runs if r.method == method]
+        ok = [r for r in mine if r.status == "ok"]
+        row: dict[str, Any] = {
+            "method": method, "kind": mine[0].kind, "feedback": mine[0].feedback,
+            "deployable": mine[0].deployable, "seeds_ok": len(ok), "seeds_failed": len(mine) - len(ok),
+        }
+        if ok:
+            pooled[method] = {k: np.mean([r.per_query[k] for r in ok], axis=0) for k in PER_QUERY}
+            low, high = plan.ci(np.stack([pooled[method][_CI_METRICS[m]] for m in _CI_METRICS], axis=1), config.confidence)
+            for j, metric in enumerate(_CI_METRICS):
+                spread = seed_spread([r.metrics.scalars()[metric] for r in ok])
+                row.update({metric: spread["mean"], f"{metric}_ci_low": float(low[j]),
+                            f"{metric}_ci_high": float(high[j]), f"{metric}_seed_sd": spread["sd"]})
+            for metric in ("selection_entropy", "top1_share", "invalid_count"):
+                row[metric] = float(np.mean([r.metrics.scalars()[metric] for r in ok]))
+            selection = pd.DataFrame([r.metrics.selection for r in ok]).mean(axis=0)
+            row["top1_model"] = str(selection.idxmax())
+            row["selection"] = {m: float(v) for m, v in selection.items()}
+            row["fit_s"] = float(np.mean([r.fit_s for r in ok]))
+            row["act_ms_per_query"] = float(np.mean([r.act_ms_per_query for r in ok]))
+            overhead = pd.DataFrame([r.overhead for r in ok])
+            row.update({k: float(v) for k, v in overhead.mean(axis=0).items()})
+            bench = pd.DataFrame([{**b.to_dict(), "seed": r.seed} for r in ok for b in r.metrics.per_benchmark])
+            for b, group in bench.groupby("benchmark", sort=True):
+                entry = {"method": method, "benchmark": b, "n": int(group["n"].iloc[0])}
+                entry.update({c: float(group[c].mean()) for c in ("accuracy", "mean_energy_j", "energy_share", "mean_latency_s", "mean_reward")})
+                per_benchmark.append(entry)
+        else:
+            row["error"] = mine[0].error
+        rows.append(row)
+
+    fixed = [r for r in rows if r["kind"] == "fixed-model" and r["seeds_ok"]]
+    pareto = _pareto(rows, fixed, t, test_rows)
+    for r in rows:
+        if r["seeds_ok"]:
+            r["hypervolume"] = hypervolume([r["accuracy"]], [r["mean_energy_j"]], pareto["reference"]["energy_j"],
+                                           pareto["reference"]["accuracy"], normalise=True)
+    dominance = []
+    for a in pooled:
+        for b in pooled:
+            if a != b:
+                test = paired_dominance_test(pooled[a]["correct"], pooled[a]["energy_j"], pooled[b]["correct"],
+                                             pooled[b]["energy_j"], plan=plan, confidence=config.confidence)
+                dominance.append({"a": a, "b": b, **test.to_dict()})
+    regret = _regret_curves(runs, t, reward, config.train_split)
+    return CompareResult(config, t, reward, test_rows, runs, rows, per_benchmark, dominance, pareto, regret)
+
+
+def _pareto(rows: list[dict[str, Any]], fixed: list[dict[str, Any]], t: Tournament, test_rows: np.ndarray) -> dict[str, Any]:
+    ok = [r for r in rows if r["seeds_ok"]]
+    # The reference is tied to the pool, not to the methods run, so hypervolumes of runs
+    # with different agent sets stay comparable.
+    max_fixed_j = float(t.energy_j[test_rows].mean(axis=0).max())
+    reference = {"accuracy": 0.0, "energy_j": HV_REFERENCE_FACTOR * max_fixed_j,
+                 "rule": f"accuracy 0, {HV_REFERENCE_FACTOR} x the largest fixed-model mean joules on the split"}
+    out: dict[str, Any] = {"reference": reference}
+    groups = {
+        "fixed_models": fixed,
+        "deployable": [r for r in ok if r["deployable"]],
+        "all": ok,
+    }
+    for label, members in groups.items():
+        if not members:
+            continue
+        acc = np.array([r["accuracy"] for r in members])
+        joules = np.array([r["mean_energy_j"] for r in members])
+        front = pareto_front(acc, joules)
+        out[f"front_{label}"] = [members[i]["method"] for i in front]
+        out[f"hypervolume_{label}"] = hypervolume(acc, joules, reference["energy_j"], reference["accuracy"], normalise=True)
+    return out
+
+
+def _regret_curves(runs: list[RunRecord], t: Tournament, reward: Reward, train_split: str) -> dict[str, dict[str, Any]]:
+    """Cumulative online regret per method (mean, min, max over seeds), plus the expected
+    regret of a uniformly random router on the same training queries as a reference."""
+    matrix = reward.matrix(t, t.split_rows(train_split))
+    random_step = float((matrix.max(axis=1) - matrix.mean(axis=1)).mean())
+    curves: dict[str, dict[str, Any]] = {}
+    for method in dict.fromkeys(r.method for r in runs):
+        regrets = [r.regret for r in runs if r.method == method and r.status == "ok" and r.regret is not None]
+        if not regrets:
+            continue
+        length = min(len(r) for r in regrets)
+        cumulative = np.stack([np.cumsum(r[:length]) for r in regrets])
+        curves[method] = {
+            "steps": np.arange(1, length + 1),
+            "mean": cumulative.mean(axis=0),
+            "min": cumulative.min(axis=0),
+            "max": cumulative.max(axis=0),
+            "random_per_step": random_step,
+            "final_mean": float(cumulative[:, -1].mean()) if length else math.nan,
+            "n_seeds": len(regrets),
+        }
+    return curves
+
+
+# ---------------------------------------------------------------------- outputs
+def write_outputs(result: CompareResult, out_dir: str | Path, plots: bool = True) -> dict[str, Path]:
+    """Write results.json, summary.csv, per_seed.csv, per_benchmark.csv, dominance.csv,
+    table.md and (with ``plots``) pareto.png, selection.png, regret.png; return the paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {name: out / name for name in ("results.json", "summary.csv", "per_seed.csv", "per_benchmark.csv", "dominance.csv", "table.md")}
+
+    summary = pd.DataFrame([{k: v for k, v in r.items() if k != "selection"} for r in result.rows])
+    summary.to_csv(paths["summary.csv"], index=False)
+    per_seed = []
+    for r in result.runs:
+        entry = {"method": r.method, "seed": r.seed, "kind": r.kind, "status": r.status, "fit_s": r.fit_s,
+                 "act_ms_per_query": r.act_ms_per_query, "error": r.error}
+        if r.metrics is not None:
+            entry.update(r.metrics.scalars())
+            entry.update({f"share_{m}": v for m, v in r.metrics.selection.items()})
+        entry.update(r.overhead)
+        per_seed.append(entry)
+    pd.DataFrame(per_seed).to_csv(paths["per_seed.csv"], index=False)
+    pd.DataFrame(result.per_benchmark).to_csv(paths["per_benchmark.csv"], index=False)
+    pd.DataFrame(result.dominance).to_csv(paths["dominance.csv"], index=False)
+
+    payload = {
+        "settings": result.settings(),
+        "rows": result.rows,
+        "per_benchmark": result.per_benchmark,
+        "pareto": result.pareto,
+        "significant_dominance": [d for d in result.dominance if d["dominates"]],
+        "regret": {m: _downsample(c) for m, c in result.regret.items()},
+        "runs": [r.to_dict() for r in result.runs],
+        "failures": [r.to_dict() for r in result.failures],
+    }
+    paths["results.json"].write_text(json.dumps(payload, indent=1, default=_json_default, allow_nan=True))
+    paths["table.md"].write_text(markdown_report(result))
+    if plots:
+        from routing_gym.eval.plots import plot_pareto, plot_regret, plot_selection
+
+        paths["pareto.png"] = plot_pareto(result, out / "pareto.png")
+        paths["selection.png"] = plot_selection(result, out / "selection.png")
+        if result.regret:
+            paths["regret.png"] = plot_regret(result, out / "regret.png")
+    return paths
+
+
+def _downsample(curve: dict[str, Any]) -> dict[str, Any]:
+    length = len(curve["steps"])
+    idx = np.unique(np.linspace(0, length - 1, min(length, _CURVE_POINTS)).round().astype(int)) if length else np.array([], int)
+    return {k: (v[idx].tolist() if isinstance(v, np.ndarray) else v) for k, v in curve.items()}
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+# ---------------------------------------------------------------------- Markdown
+def _ci(row: dict[str, Any], metric: str, fmt: str, scale: float = 1.0) -> str:
+    if metric not in row:
+        return "—"
+    value, low, high = (row[metric] * scale, row[f"{metric}_ci_low"] * scale, row[f"{metric}_ci_high"] * scale)
+    return format(value, fmt) + f" [{format(low, fmt)}, {format(high, fmt)}]"
+
+
+def markdown_report(result: CompareResult) -> str:
+    """The paper's Table 2 shape plus notes, per-benchmark energy shares, Pareto and failures."""
+    s = result.settings()
+    reward = result.reward.describe()
+    overhead_cols = sorted({k for r in result.rows for k in r if k.startswith(("overhead_", "fit_overhead_"))})
+    header = ["Method", "Deployable", "Accuracy % [95% CI]", "Mean J [95% CI]", "Latency s", "Power W",
+              "Top-1 share", f"Reward {reward} [95% CI]", "Invalid"] + [c.replace("_", " ") for c in overhead_cols]
+    lines = [
+        f"# Held-out comparison on {s['tournament']['name']}",
+        "",
+        f"{s['tournament']['n_test']} held-out queries ({s['tournament']['test_split']}), trained on "
+        f"{s['tournament']['n_train']} ({s['tournament']['train_split']}); energy provenance: "
+        f"{s['tournament']['provenance']}; {len(s['seeds'])} seed(s) per agent.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
+    ]
+    for r in result.rows:
+        name = r["method"] + ("" if r["kind"] == "fixed-model" or r["seeds_failed"] == 0 else f" ({r['seeds_ok']}/{r['seeds_ok'] + r['seeds_failed']} seeds)")
+        deployable = "yes" if r["deployable"] else "no"
+        if not r["seeds_ok"]:
+            lines.append(f"| {name} | {deployable} | failed: {r.get('error', '')[:80]} |" + " |" * (len(header) - 3))
+            continue
+        cells = [
+            name, deployable,
+            _ci(r, "accuracy", ".1f", 100.0), _ci(r, "mean_energy_j", ",.1f"),
+            f"{r['mean_latency_s']:.2f}", f"{r['mean_power_w']:.0f}",
+            f"{r['top1_share']:.2f} ({r['top1_model']})", _ci(r, "mean_reward", ".3f"),
+            f"{r['invalid_count']:g}",
+        ] + [f"{r[c]:.4g}" if c in r and not math.isnan(r[c]) else "—" for c in overhead_cols]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"Notes. Reward: mean {reward} per held-out query, the same coefficients for every row (rewards under "
+        f"other coefficients are different metrics). Intervals: {s['intervals']}. Agent rows are means over "
+        f"seeds (per-seed spread in summary.csv, `*_seed_sd`); 'always <model>' rows are the fixed models "
+        f"computed directly from the table. Invalid: invalid actions per evaluation pass ({s['invalid_actions']}). "
+        f"Top-1 share: share of queries sent to the most used model (collapse indicator). Deployable: 'no' for "
+        f"methods that read held-out outcomes (oracle, output-informed diagnostics).",
+        "",
+    ]
+    lines += _markdown_benchmarks(result)
+    lines += _markdown_pareto(result)
+    if result.failures:
+        lines += ["## Failures", ""]
+        for f in result.failures:
+            lines.append(f"- **{f.method}** seed {f.seed}: `{f.error}`")
+            lines += [f"  - `{frame}`" for frame in f.traceback[-2:]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _markdown_benchmarks(result: CompareResult) -> list[str]:
+    if not result.per_benchmark:
+        return []
+    frame = pd.DataFrame(result.per_benchmark)
+    benchmarks = sorted(frame["benchmark"].unique())
+    counts = frame.groupby("benchmark")["n"].first()
+    n_total = counts.sum()
+    lines = ["## Per benchmark: accuracy % / share of the method's total joules %", "",
+             "| Method | " + " | ".join(f"{b} (n={counts[b]}, {counts[b] / n_total:.0%} of queries)" for b in benchmarks) + " |",
+             "|---|" + "---:|" * len(benchmarks)]
+    for method, group in frame.groupby("method", sort=False):
+        by = group.set_index("benchmark")
+        cells = [f"{100 * by.loc[b, 'accuracy']:.1f} / {100 * by.loc[b, 'energy_share']:.1f}" if b in by.index else "—" for b in benchmarks]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def _markdown_pareto(result: CompareResult) -> list[str]:
+    p = result.pareto
+    ref = p["reference"]
+    lines = ["## Pareto analysis (accuracy up, mean joules down)", "",
+             f"Hypervolume reference point: {ref['rule']} = ({ref['accuracy']:g}, {ref['energy_j']:,.1f} J); "
+             "hypervolumes are normalised by the box [0, reference J] x [reference accuracy, 1].", ""]
+    for label, title in (("fixed_models", "fixed models only"), ("deployable", "deployable methods (incl. fixed models)"), ("all", "all methods")):
+        if f"front_{label}" in p:
+            lines.append(f"- {title}: hypervolume {p[f'hypervolume_{label}']:.4f}; front: {', '.join(p[f'front_{label}'])}")
+    conf = f"{result.config.confidence:.0%}"
+    lines += ["", f"Paired bootstrap Pareto dominance (A dominates B in >= {conf} of query resamples; "
+              "every pair with its deltas and P in dominance.csv):", ""]
+    beaten: dict[str, list[str]] = {}
+    for d in result.dominance:
+        if d["dominates"]:
+            beaten.setdefault(d["a"], []).append(d["b"])
+    for method, losers in beaten.items():
+        lines.append(f"- {method} dominates: {', '.join(losers)}")
+    if not beaten:
+        lines.append("- no method significantly dominates another")
+    return lines + [""]
