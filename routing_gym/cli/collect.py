@@ -1,0 +1,85 @@
+"""``routing-gym collect run|status|to-tournament``: build a measured tournament from served models."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def add_commands(cli) -> None:
+    collect = cli.group("collect")
+    run = collect.add_parser("run", help="answer every question with every model, measuring GPU energy; resumes")
+    run.add_argument("config", help="collection config (.yaml, .json or .toml); see docs/collecting.md")
+    run.add_argument("--out", required=True, help="run folder (created; an existing one is resumed)")
+    run.add_argument("--meter", default=None, help="override energy.meter: auto, nvml-counter, nvml-poll, replay, none")
+    run.add_argument("--host", default=None, help="override server.ollama_host")
+    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.add_argument("--tournament", default=None, metavar="DIR", help="when every pair is done, also write the tournament here")
+    run.set_defaults(func=cmd_run)
+
+    status = collect.add_parser("status", help="progress of a run folder: pairs done per model, failures, joules")
+    status.add_argument("out", help="run folder")
+    status.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    status.set_defaults(func=cmd_status)
+
+    convert = collect.add_parser("to-tournament", help="turn a finished run folder into a tournament directory")
+    convert.add_argument("out", help="run folder")
+    convert.add_argument("--dest", required=True, help="tournament directory to write")
+    convert.add_argument("--allow-partial", action="store_true", help="drop questions that lack any model's answer")
+    convert.add_argument("--regrade", action="store_true", help="grade every stored answer again")
+    convert.add_argument("--format", default="parquet", choices=("parquet", "jsonl"))
+    convert.set_defaults(func=cmd_to_tournament)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from routing_gym.collect.config import load_config
+    from routing_gym.collect.runner import run_collection
+
+    config = load_config(args.config)
+    if args.meter:
+        config.energy.meter = args.meter
+    if args.host:
+        config.server.ollama_host = args.host
+    summary = run_collection(config, Path(args.out), progress=False if args.no_progress else None)
+    print(summary)
+    if args.tournament and summary.complete:
+        return _write_tournament(Path(args.out), Path(args.tournament), allow_partial=False, regrade=False, fmt="parquet")
+    if not summary.complete:
+        print("incomplete: rerun the same command to retry the missing pairs (exit status 3)")
+        return 3
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from routing_gym.collect.runner import run_status
+
+    status = run_status(Path(args.out))
+    if args.json:
+        print(json.dumps(status, indent=2))
+        return 0
+    print(f"{status['name']}: {status['done_pairs']}/{status['total_pairs']} pairs "
+          f"({status['questions']} questions x {status['models']} models), {status['net_joules']:,.1f} J net, "
+          f"meter {', '.join(status['meters']) or 'none yet'}")
+    for model, row in status["per_model"].items():
+        print(f"  {model:30s} {row['done']:6d}/{status['questions']} done, {row['failed_records']} failed attempts recorded")
+    if status["ungraded"]:
+        print(f"  {status['ungraded']} answer(s) await grading (graded again by to-tournament)")
+    if status["duplicate_pairs"]:
+        print(f"  WARNING: {status['duplicate_pairs']} pair(s) have more than one ok record")
+    if status["torn_tail_bytes"]:
+        print(f"  a torn last line ({status['torn_tail_bytes']} bytes) will be cut off on the next run")
+    return 0
+
+
+def cmd_to_tournament(args: argparse.Namespace) -> int:
+    return _write_tournament(Path(args.out), Path(args.dest), args.allow_partial, args.regrade, args.format)
+
+
+def _write_tournament(out: Path, dest: Path, allow_partial: bool, regrade: bool, fmt: str) -> int:
+    from routing_gym.collect.convert import records_to_tournament
+
+    t = records_to_tournament(out, allow_partial=allow_partial, regrade=regrade)
+    t.save(dest, format=fmt)
+    print(f"wrote {dest}: {t.n_queries} questions x {t.n_models} models, energy {t.card.provenance}, hardware {t.card.hardware}")
+    return 0

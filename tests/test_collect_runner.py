@@ -1,0 +1,529 @@
+"""The collector end to end against a real loopback HTTP server that speaks Ollama's API.
+
+``FakeOllama`` is a ``http.server`` in a thread answering ``/api/tags``, ``/api/chat``,
+``/api/generate`` (and the OpenAI ``/v1/models``, ``/v1/chat/completions``) with injected
+latency and failures. Models answer arithmetic and multiple-choice questions: ``good:7b``
+always right, ``bad:1b`` always wrong, so grading is checkable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from routing_gym.collect import CollectError, ConfigError, config_from_dict, load_config
+from routing_gym.collect.convert import records_to_tournament
+from routing_gym.collect.records import RecordLog, read_records
+from routing_gym.collect.runner import run_collection, run_status
+
+REPO = Path(__file__).resolve().parents[1]
+DIGESTS = {"good:7b": "a" * 64, "bad:1b": "b" * 64}
+
+
+class FakeOllama:
+    """Loopback Ollama. ``plan`` is a queue of actions for the next generation requests:
+    ``500``, ``404``, ``"malformed"``, ``"incomplete"``, ``"drop"`` (close without answering),
+    ``("sleep", s)``; ``None`` answers normally."""
+
+    def __init__(self, models: dict[str, str] | None = None, latency_s: float = 0.0, port: int = 0):
+        self.models = dict(DIGESTS if models is None else models)
+        self.latency_s = latency_s
+        self.plan: list = []
+        self.requests: list[dict] = []
+        self.after_call = None  # hook(n_generation_calls)
+        self.n_generations = 0
+        self._lock = threading.Lock()
+        self._connections: set = set()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep pytest output clean
+                pass
+
+            def setup(self):
+                super().setup()
+                with fake._lock:
+                    fake._connections.add(self.connection)
+
+            def _send(self, status: int, body: bytes | dict, content_type="application/json"):
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                if self.path == "/api/tags":
+                    self._send(200, {"models": [
+                        {"name": m, "model": m, "modified_at": "2025-01-01T00:00:00Z", "size": 4_000_000_000,
+                         "digest": d, "details": {"format": "gguf", "family": "llama", "parameter_size": m.split(":")[1].upper(),
+                                                  "quantization_level": "Q4_K_M"}}
+                        for m, d in fake.models.items()]})
+                elif self.path == "/v1/models":
+                    self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in fake.models]})
+                else:
+                    self._send(404, {"error": "no such endpoint"})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                openai = self.path == "/v1/chat/completions"
+                if self.path not in ("/api/chat", "/api/generate") and not openai:
+                    return self._send(404, {"error": "no such endpoint"})
+                model = body.get("model")
+                with fake._lock:
+                    fake.requests.append({"path": self.path, **body})
+                if model not in fake.models:
+                    return self._send(404, {"error": f"model \"{model}\" not found, try pulling it first"})
+                if self.path == "/api/generate" and not body.get("prompt"):  # load request
+                    return self._send(200, {"model": model, "created_at": "now", "response": "", "done": True, "done_reason": "load"})
+                with fake._lock:
+                    action = fake.plan.pop(0) if fake.plan else None
+                    fake.n_generations += 1
+                    n = fake.n_generations
+                time.sleep(fake.latency_s)
+                if action == "drop":
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                if isinstance(action, tuple) and action[0] == "sleep":
+                    time.sleep(action[1])
+                elif action in (500, 503):
+                    return self._send(action, {"error": "CUDA error: out of memory"})
+                elif action == 404:
+                    return self._send(404, {"error": f"model \"{model}\" not found, try pulling it first"})
+                elif action == "malformed":
+                    return self._send(200, b"{\"model\": \"x\", \"message\": {\"role\": ")
+                if openai:
+                    prompt = body["messages"][-1]["content"]
+                else:
+                    prompt = body["messages"][-1]["content"] if self.path == "/api/chat" else body["prompt"]
+                text = answer(model, prompt)
+                if openai:
+                    payload = {"id": "x", "object": "chat.completion", "model": model,
+                               "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                               "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split())}}
+                else:
+                    payload = {"model": model, "created_at": "2025-01-01T00:00:00Z", "done": action != "incomplete",
+                               "done_reason": "stop", "total_duration": 250_000_000, "load_duration": 1_000_000,
+                               "prompt_eval_count": len(prompt.split()), "prompt_eval_duration": 20_000_000,
+                               "eval_count": len(text.split()), "eval_duration": 200_000_000}
+                    if self.path == "/api/chat":
+                        payload["message"] = {"role": "assistant", "content": text}
+                    else:
+                        payload["response"] = text
+                self._send(200, payload)
+                if fake.after_call is not None:
+                    fake.after_call(n)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Die like a killed server: stop listening and cut the open keep-alive connections."""
+        self.server.shutdown()
+        self.server.server_close()
+        with self._lock:
+            for conn in self._connections:
+                try:
+                    conn.shutdown(2)
+                except OSError:
+                    pass
+
+
+def answer(model: str, prompt: str) -> str:
+    good = model.startswith("good")
+    m = re.search(r"What is (\d+) \+ (\d+)\?", prompt)
+    if m:
+        value = int(m.group(1)) + int(m.group(2))
+        return f"Adding the numbers gives {value if good else value + 1}. The answer is {value if good else value + 1}."
+    m = re.search(r"fruit", prompt)
+    if m:
+        return "The answer is B." if good else "The answer is C."
+    if "long" in prompt:
+        return "word " * 400  # ~2 KB answers, to fill a small disk
+    return "ready"
+
+
+def write_questions(folder: Path) -> dict[str, Path]:
+    arith = folder / "arith.jsonl"
+    arith.write_text("".join(
+        json.dumps({"query_id": f"arith-{i}", "prompt": f"What is {i} + {2 * i + 3}?", "reference": str(3 * i + 3)}) + "\n"
+        for i in range(6)
+    ))
+    mc = folder / "mc.jsonl"
+    mc.write_text("".join(
+        json.dumps({"query_id": f"mc-{i}", "prompt": f"Question {i}: which is a fruit? A) car B) apple C) rock D) shoe",
+                    "reference": "B", "metadata": {"n_options": 4}}) + "\n"
+        for i in range(4)
+    ))
+    return {"arith": arith, "mc": mc}
+
+
+def make_config(folder: Path, host: str, models=("good:7b", "bad:1b"), **overrides) -> dict:
+    files = write_questions(folder)
+    data = {
+        "name": "loopback",
+        "seed": 3,
+        "benchmarks": [
+            {"name": "arith", "path": str(files["arith"]), "grader": "gsm8k"},
+            {"name": "mc", "path": str(files["mc"]), "grader": "mmlu"},
+        ],
+        "models": [{"id": m.split(":")[0], "name": m, "family": "fake", "params_b": 7.0 if m.startswith("good") else 1.0} for m in models],
+        "server": {"ollama_host": host, "timeout_s": 5.0},
+        "generation": {"num_predict": 64, "num_ctx": 2048, "seed": 11, "keep_alive": "5m"},
+        "energy": {"meter": "replay", "idle_window_s": 1.0},
+        "retry": {"max_attempts": 4, "backoff_s": 0.01, "backoff_max_s": 0.05, "stop_after_failed_pairs": 2},
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    return data
+
+
+@pytest.fixture
+def server():
+    fake = FakeOllama()
+    yield fake
+    fake.stop()
+
+
+def calls_of(out: Path, status: str | None = "ok") -> list[dict]:
+    return [r for r in read_records(out / "records.jsonl").records if r.get("type") == "call" and (status is None or r["status"] == status)]
+
+
+def test_full_run_produces_a_valid_tournament(tmp_path, server):
+    from routing_gym.envs import RoutingEnv
+    from routing_gym.tournament import Tournament
+
+    config = config_from_dict(make_config(tmp_path, server.url))
+    summary = run_collection(config, tmp_path / "run", progress=False)
+    assert summary.complete and summary.total_pairs == 20 and summary.done_now == 20
+    assert summary.joules > 0
+
+    records = calls_of(tmp_path / "run")
+    assert len(records) == 20
+    good = [r for r in records if r["model_id"] == "good"]
+    assert {r["digest"] for r in good} == {DIGESTS["good:7b"]}
+    assert all(r["done_reason"] == "stop" and r["server"]["eval_duration_s"] == pytest.approx(0.2) for r in records)
+    assert all(r["output_tokens"] == len(r["output_text"].split()) for r in records)
+    assert all(r["energy"]["measured"] and r["energy"]["net_j"] >= 0 and r["energy"]["meter"] == "replay" for r in records)
+    idle = [r for r in read_records(tmp_path / "run" / "records.jsonl").records if r["type"] == "idle"]
+    assert [r["model_id"] for r in idle] == ["good", "bad"]  # re-measured per model, after warm-up
+
+    # the server saw deterministic decoding settings and the keep-alive
+    chats = [r for r in server.requests if r["path"] == "/api/chat"]
+    assert all(r["options"]["temperature"] == 0 and r["options"]["seed"] == 11 and r["options"]["num_predict"] == 64
+               and r["options"]["num_ctx"] == 2048 and r["keep_alive"] == "5m" for r in chats)
+    loads = [r for r in server.requests if r["path"] == "/api/generate" and not r.get("prompt")]
+    assert [r["model"] for r in loads] == ["good:7b", "bad:1b"]
+    assert len(chats) == 20 + 2  # plus one warm-up call per model
+
+    t = records_to_tournament(tmp_path / "run")
+    assert (t.n_queries, t.n_models) == (10, 2)
+    assert t.model_ids == ["good", "bad"]
+    np.testing.assert_array_equal(t.correct[:, 0], 1.0)
+    np.testing.assert_array_equal(t.correct[:, 1], 0.0)
+    assert set(t.models["energy_provenance"]) == {"synthetic"}  # a replayed trace is not a measurement
+    assert t.models["serving"][0]["digest"] == DIGESTS["good:7b"]
+    assert t.models["serving"][0]["quantization"] == "Q4_K_M"
+    assert "replayed trace" in t.card.hardware
+    assert np.all(t.energy_j >= 0) and np.all(t.latency_s > 0)
+    t.save(tmp_path / "tournament")
+    loaded = Tournament.load(tmp_path / "tournament")
+    np.testing.assert_allclose(loaded.energy_j, t.energy_j)
+    env = RoutingEnv(tournament=loaded, split="all")
+    obs, info = env.reset(seed=0)
+    _, reward, terminated, truncated, info = env.step(0)
+    assert terminated and not truncated and np.isfinite(reward)
+
+
+def test_generate_endpoint_and_openai_compatible_server(tmp_path, server):
+    data = make_config(tmp_path, server.url, generation={"api": "generate", "system_prompt": "Be brief."})
+    data["models"][1]["backend"] = "openai"
+    data["server"]["openai_base_url"] = server.url + "/v1"
+    config = config_from_dict(data)
+    summary = run_collection(config, tmp_path / "run", progress=False)
+    assert summary.complete
+    paths = {r["path"] for r in server.requests if r.get("prompt") or r.get("messages")}
+    assert paths == {"/api/generate", "/v1/chat/completions"}
+    gen = [r for r in server.requests if r["path"] == "/api/generate" and r.get("prompt") and "ready" not in r["prompt"]]
+    assert len(gen) == 10 and all(r["system"] == "Be brief." for r in gen)
+    oai = [r for r in server.requests if r["path"] == "/v1/chat/completions" and "ready" not in r["messages"][-1]["content"]]
+    assert len(oai) == 10
+    assert all(r["messages"][0] == {"role": "system", "content": "Be brief."} and r["max_tokens"] == 64 and r["temperature"] == 0 for r in oai)
+    t = records_to_tournament(tmp_path / "run")
+    assert t.correct[:, t.model_index("good")].mean() == 1.0
+    bad = [r for r in calls_of(tmp_path / "run") if r["model_id"] == "bad"]
+    assert all(r["input_tokens"] > 0 and r["done_reason"] == "stop" for r in bad)
+
+
+def test_server_errors_are_retried_with_backoff_and_recorded(tmp_path, server):
+    waits: list[float] = []
+    config = config_from_dict(make_config(tmp_path, server.url, models=("good:7b",), warmup={"calls": 0},
+                                          retry={"max_attempts": 5}))
+    server.plan = [500, "malformed", "drop", "incomplete"]
+    summary = run_collection(config, tmp_path / "run", progress=False, sleep=waits.append)
+    assert summary.complete and summary.failed_now == 0
+    first = calls_of(tmp_path / "run")[0]
+    assert first["attempts"] == 5 and first["correct"] == 1.0
+    kinds = " | ".join(first["errors"])
+    assert "HTTP 500" in kinds and "MalformedResponse" in kinds and "broke" in kinds and "incomplete" in kinds
+    assert waits == [0.01, 0.02, 0.04, 0.05]  # exponential backoff, capped
+
+
+def test_a_pair_that_fails_every_attempt_is_recorded_and_retried_on_resume(tmp_path, server):
+    config = config_from_dict(make_config(tmp_path, server.url, models=("good:7b",), warmup={"calls": 0},
+                                          retry={"max_attempts": 2}))
+    server.plan = [503, 503]
+    summary = run_collection(config, tmp_path / "run", progress=False, sleep=lambda s: None)
+    assert not summary.complete and summary.failed_now == 1 and summary.done == 9
+    failed = calls_of(tmp_path / "run", "failed")
+    assert len(failed) == 1 and failed[0]["attempts"] == 2 and failed[0]["error_kind"] == "transient"
+    assert run_status(tmp_path / "run")["done_pairs"] == 9
+    with pytest.raises(CollectError, match="1 of 10 pairs have no answer"):
+        records_to_tournament(tmp_path / "run")
+
+    summary = run_collection(config, tmp_path / "run", progress=False)
+    assert summary.complete and summary.done_now == 1
+    ok = calls_of(tmp_path / "run")
+    assert len(ok) == 10 and len({(r["query_id"], r["model_id"]) for r in ok}) == 10
+    assert len(calls_of(tmp_path / "run", "failed")) == 1  # the failure stays in the log
+    records_to_tournament(tmp_path / "run")
+
+
+def test_model_not_pulled_stops_before_anything_is_measured(tmp_path, server):
+    config = config_from_dict(make_config(tmp_path, server.url, models=("good:7b", "qwen3:32b")))
+    with pytest.raises(CollectError, match=r"ollama pull qwen3:32b") as exc:
+        run_collection(config, tmp_path / "run", progress=False)
+    assert "pulled: bad:1b, good:7b" in str(exc.value)
+    assert calls_of(tmp_path / "run", None) == []
+    assert not [r for r in server.requests if r["path"] == "/api/chat"]
+
+
+def test_nothing_listening_is_a_clear_error(tmp_path):
+    config = config_from_dict(make_config(tmp_path, "http://127.0.0.1:9"))
+    with pytest.raises(CollectError, match="no Ollama server answers at http://127.0.0.1:9"):
+        run_collection(config, tmp_path / "run", progress=False)
+
+
+def test_server_dying_mid_run_stops_and_resume_completes(tmp_path, server):
+    config = config_from_dict(make_config(tmp_path, server.url, retry={"max_attempts": 2}))
+    port = server.port
+    server.after_call = lambda n: n == 6 and server.stop()  # 1 warm-up + 5 answers, then gone
+    with pytest.raises(CollectError, match=r"stopping: 2 pairs in a row failed.*5/20 pairs are saved.*rerun") as exc:
+        run_collection(config, tmp_path / "run", progress=False, sleep=lambda s: None)
+    assert "no Ollama server answers" in str(exc.value)
+    assert len(calls_of(tmp_path / "run")) == 5
+    assert len(calls_of(tmp_path / "run", "failed")) == 2
+
+    revived = FakeOllama(port=port)
+    try:
+        summary = run_collection(config, tmp_path / "run", progress=False)
+    finally:
+        revived.stop()
+    assert summary.complete and summary.done_before == 5 and summary.done_now == 15
+    ok = calls_of(tmp_path / "run")
+    assert len(ok) == 20 and len({(r["query_id"], r["model_id"]) for r in ok}) == 20
+
+
+def test_model_removed_mid_run_is_skipped_others_go_on(tmp_path, server):
+    config = config_from_dict(make_config(tmp_path, server.url))
+    messages: list[str] = []
+    server.after_call = lambda n: n == 4 and server.models.pop("good:7b")
+    summary = run_collection(config, tmp_path / "run", progress=False, log=messages.append)
+    assert "good" in summary.skipped_models and "not found" in summary.skipped_models["good"]
+    assert summary.done == 3 + 10  # 3 good answers before removal, every bad one
+    assert any("skipping the rest of model good" in m for m in messages)
+    t = records_to_tournament(tmp_path / "run", allow_partial=True)
+    assert t.n_queries == 3 and t.card.extra["dropped_incomplete_queries"] == 7
+
+
+def test_grader_exception_keeps_the_answer_and_grades_at_conversion(tmp_path, server):
+    from routing_gym.grading import get_grader
+
+    def flaky(output, reference, metadata):
+        if reference == "12":
+            raise RuntimeError("grader bug")
+        return get_grader("gsm8k").grade(output, reference, metadata)
+
+    config = config_from_dict(make_config(tmp_path, server.url, models=("good:7b",)))
+    summary = run_collection(config, tmp_path / "run", progress=False, graders={"arith": flaky})
+    assert summary.complete
+    broken = [r for r in calls_of(tmp_path / "run") if r["correct"] is None]
+    assert len(broken) == 1 and broken[0]["grade_error"] == "RuntimeError: grader bug"
+    assert broken[0]["output_text"] and broken[0]["energy"]["net_j"] is not None  # nothing measured is lost
+    assert run_status(tmp_path / "run")["ungraded"] == 1
+    with pytest.raises(CollectError, match="cannot be graded.*grader bug"):
+        records_to_tournament(tmp_path / "run", graders={"arith": flaky})
+    t = records_to_tournament(tmp_path / "run")  # the registry's gsm8k grader works
+    assert t.correct.mean() == 1.0
+
+
+def test_bad_config_names_the_file_and_field(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"name": "x", "benchmarks": ["gsm8k"], "models": [{"id": "m", "params_b": "seven"}]}))
+    with pytest.raises(ConfigError, match=r"bad.json: models\[0\].params_b: expected a number, got 'seven'"):
+        load_config(path)
+    path.write_text(json.dumps({"name": "x", "benchmarks": ["gsm8k"], "models": ["m"], "energy": {"meterr": "auto"}}))
+    with pytest.raises(ConfigError, match=r"energy: unknown key\(s\) \['meterr'\]"):
+        load_config(path)
+    yaml_path = tmp_path / "ok.yaml"
+    yaml_path.write_text("name: y\nbenchmarks:\n  - {name: arith, path: q.jsonl, n: 2}\nmodels: ['llama3.2:1b']\n")
+    config = load_config(yaml_path)
+    assert config.models[0].served_name == "llama3.2:1b" and config.benchmarks[0].path == str(tmp_path / "q.jsonl")
+    toml_path = tmp_path / "ok.toml"
+    toml_path.write_text('name = "z"\nbenchmarks = ["gsm8k"]\nmodels = ["m"]\n[energy]\nmeter = "banana"\n')
+    with pytest.raises(ConfigError, match="energy.meter: 'banana' is not one of"):
+        load_config(toml_path)
+    example = load_config(REPO / "experiments" / "collect_example.yaml")
+    assert example.energy.meter == "auto" and len(example.models) >= 2
+
+
+def test_resume_with_a_different_config_is_refused(tmp_path, server):
+    config = config_from_dict(make_config(tmp_path, server.url, models=("good:7b",)))
+    run_collection(config, tmp_path / "run", progress=False)
+    changed = config_from_dict(make_config(tmp_path, server.url, models=("good:7b",), generation={"num_predict": 128}))
+    with pytest.raises(CollectError, match=r"different config \(generation.num_predict: 64 -> 128\)"):
+        run_collection(changed, tmp_path / "run", progress=False)
+    moved = config_from_dict(make_config(tmp_path, server.url, models=("good:7b",), server={"ollama_host": server.url + "/"}))
+    assert run_collection(moved, tmp_path / "run", progress=False).complete  # another host is fine
+
+
+def test_changed_model_digest_is_refused_on_resume(tmp_path, server):
+    config = config_from_dict(make_config(tmp_path, server.url, models=("good:7b",), retry={"max_attempts": 1}))
+    server.plan = [None, None, 500]  # warm-up, one answer, then a failure
+    run_collection(config, tmp_path / "run", progress=False)
+    server.models["good:7b"] = "c" * 64  # re-pulled: different weights
+    with pytest.raises(CollectError, match="digest"):
+        run_collection(config, tmp_path / "run", progress=False)
+
+
+def test_a_second_collector_on_the_same_folder_is_refused(tmp_path, server):
+    config = config_from_dict(make_config(tmp_path, server.url, models=("good:7b",)))
+    (tmp_path / "run").mkdir()
+    holder = RecordLog(tmp_path / "run" / "records.jsonl")
+    holder.open()
+    try:
+        with pytest.raises(CollectError, match="another collector is writing"):
+            run_collection(config, tmp_path / "run", progress=False)
+    finally:
+        holder.close()
+
+
+def test_without_a_gpu_energy_is_unmeasured_never_zero(tmp_path, server):
+    config = config_from_dict(make_config(tmp_path, server.url, models=("good:7b",), energy={"meter": "auto"}))
+    messages: list[str] = []
+    summary = run_collection(config, tmp_path / "run", progress=False, log=messages.append)
+    assert summary.complete and summary.unmeasured
+    assert any("NVML Shared Library Not Found" in m and "unmeasured" in m for m in messages)
+    for r in calls_of(tmp_path / "run"):
+        assert r["energy"]["measured"] is False and r["energy"]["gross_j"] is None and r["energy"]["net_j"] is None
+        assert r["latency_s"] > 0
+    with pytest.raises(CollectError, match="was not measured .*NVML"):
+        records_to_tournament(tmp_path / "run")
+
+
+def test_cli_run_status_and_to_tournament(tmp_path, server, capsys):
+    from routing_gym.cli import main
+
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(make_config(tmp_path, server.url)))
+    assert main(["collect", "run", str(path), "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    assert "20/20 pairs done" in capsys.readouterr().out
+    assert main(["collect", "status", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "loopback: 20/20 pairs" in out and "meter replay" in out
+    assert main(["collect", "to-tournament", str(tmp_path / "run"), "--dest", str(tmp_path / "t")]) == 0
+    assert "10 questions x 2 models" in capsys.readouterr().out
+    assert main(["data", "validate", str(tmp_path / "t")]) == 0
+    assert main(["collect", "status", str(tmp_path / "nowhere")]) == 1
+
+
+def _mount_tmpfs(path: Path, size: str) -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode == 0
+
+
+def test_full_disk_stops_the_run_and_loses_nothing(tmp_path, server, capfd):
+    disk = tmp_path / "disk"
+    if os.geteuid() != 0 or not _mount_tmpfs(disk, "24k"):
+        pytest.skip("needs root to mount a tiny tmpfs")
+    try:
+        data = make_config(tmp_path, server.url, models=("good:7b",))
+        long_q = tmp_path / "long.jsonl"
+        long_q.write_text("".join(json.dumps({"query_id": f"long-{i}", "prompt": f"long answer please {i}", "reference": "0"}) + "\n" for i in range(30)))
+        data["benchmarks"] = [{"name": "long", "path": str(long_q), "grader": "gsm8k"}]
+        config = config_from_dict(data)
+        with pytest.raises(CollectError, match=r"ENOSPC.*disk is full.*rerun the same command"):
+            run_collection(config, disk / "run", progress=False)
+        assert "unsaved record" in capfd.readouterr().err
+        saved = calls_of(disk / "run")
+        assert 0 < len(saved) < 30
+        subprocess.run(["mount", "-o", "remount,size=4m", str(disk)], check=True)
+        summary = run_collection(config, disk / "run", progress=False)
+        assert summary.complete and summary.done_before == len(saved)
+        ok = calls_of(disk / "run")
+        assert len(ok) == 30 and len({r["query_id"] for r in ok}) == 30
+        assert ok[: len(saved)] == saved  # records from before the failure are untouched
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_kill_9_mid_run_then_resume_keeps_exactly_one_record_per_pair(tmp_path):
+    fake = FakeOllama(latency_s=0.03)
+    try:
+        path = tmp_path / "run.json"
+        data = make_config(tmp_path, fake.url)
+        path.write_text(json.dumps(data))
+        out = tmp_path / "run"
+        env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+        cmd = [sys.executable, "-m", "routing_gym", "collect", "run", str(path), "--out", str(out), "--no-progress"]
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if (out / "records.jsonl").exists() and len(calls_of(out)) >= 7:
+                break
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert proc.returncode == -signal.SIGKILL
+        before = calls_of(out)
+        assert 7 <= len(before) < 20
+        # a kill inside a write leaves a torn line: simulate the worst case on top
+        with open(out / "records.jsonl", "ab") as handle:
+            handle.write(b'{"type": "call", "status": "ok", "query_id": "mc-3", "model_')
+        status = run_status(out)
+        assert status["torn_tail_bytes"] > 0 and status["done_pairs"] == len(before)
+
+        result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert "20/20 pairs done" in result.stdout and "torn last line" in result.stderr
+        after = calls_of(out)
+        pairs = [(r["query_id"], r["model_id"]) for r in after]
+        assert len(pairs) == 20 and len(set(pairs)) == 20
+        assert after[: len(before)] == before  # nothing recorded before the kill was lost or changed
+        assert (out / "records.jsonl.torn").read_bytes().startswith(b'{"type": "call"')
+        records_to_tournament(out)
+    finally:
+        fake.stop()
