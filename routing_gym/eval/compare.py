@@ -58,8 +58,9 @@ DEFAULT_AGENTS = (
     "uniroute",
     "routellm",
     "greenserv",
-    "smoothie",
 )
+# Output-informed diagnostics join the default set only on tournaments that log answer texts.
+DEFAULT_OUTPUT_INFORMED = ("smoothie",)
 # The paper's RL energy coefficient: one common setting for every reward in the table.
 DEFAULT_COEFFICIENTS = {"lambda_e": 0.4}
 FIXED_PREFIX = "always "
@@ -192,14 +193,16 @@ class CompareResult:
 
 
 # ---------------------------------------------------------------------- running
-def resolve_agent_names(agents: Sequence[str] | None) -> list[str]:
+def resolve_agent_names(agents: Sequence[str] | None, has_output_text: bool = False) -> list[str]:
     """Explicit names must be registered (the error lists those that are); ``None`` means
-    the registered subset of ``DEFAULT_AGENTS``."""
+    the registered subset of ``DEFAULT_AGENTS`` (plus ``DEFAULT_OUTPUT_INFORMED`` when the
+    tournament logs answer texts)."""
     from routing_gym_agents import list_agents
 
     registered = list_agents()
     if agents is None:
-        names = [a for a in DEFAULT_AGENTS if a in registered]
+        defaults = DEFAULT_AGENTS + (DEFAULT_OUTPUT_INFORMED if has_output_text else ())
+        names = [a for a in defaults if a in registered]
         if not names:
             raise RoutingGymError(f"none of the default agents is registered; registered: {', '.join(registered) or '(none)'}")
         return names
@@ -220,11 +223,11 @@ def run_compare(config: CompareConfig) -> CompareResult:
 
     start = time.perf_counter()
     seeds = config.seed_list
-    names = resolve_agent_names(config.agents)
+    t = resolve_tournament(config.tournament)
+    names = resolve_agent_names(config.agents, has_output_text=t.output_text is not None)
     unknown_kwargs = set(config.agent_kwargs) - set(names)
     if unknown_kwargs:
         raise RoutingGymError(f"agent_kwargs given for agents not in the run: {sorted(unknown_kwargs)}")
-    t = resolve_tournament(config.tournament)
     reward = Reward(config.reward, dict(config.coefficients), config.invalid_penalty)
     t.split_rows(config.train_split)  # fail early, naming the splits, before any agent trains
     env = RoutingEnv(
@@ -236,7 +239,8 @@ def run_compare(config: CompareConfig) -> CompareResult:
     runs: list[RunRecord] = []
     if config.fixed_models:
         for k, model_id in enumerate(t.model_ids):
-            runs.append(scorer.record(f"{FIXED_PREFIX}{model_id}", None, "fixed-model", np.full(len(env.rows), k)))
+            runs.append(scorer.record(f"{FIXED_PREFIX}{model_id}", None, "fixed-model", np.full(len(env.rows), k),
+                                      fit_s=math.nan, act_s=math.nan))  # nothing to train or time
     tasks = [(name, seed) for name in names for seed in seeds]
     bar = tqdm(tasks, desc="compare", unit="run", disable=None if config.progress is None else not config.progress)
     for name, seed in bar:
@@ -313,7 +317,8 @@ def _run_agent(name: str, seed: int, config: CompareConfig, t: Tournament, rewar
         return RunRecord(
             name, seed, "agent", "failed", fit_s=fit_s, act_s=act_s, **meta,
             error=f"{type(exc).__name__}: {exc}",
-            traceback=[f"{f.filename}:{f.lineno} in {f.name}: {f.line}" for f in frames],
+            # Two path parts only: enough to find the line, and no machine-specific prefix.
+            traceback=[f"{'/'.join(Path(f.filename).parts[-2:])}:{f.lineno} in {f.name}: {f.line}" for f in frames],
         )
 
 
@@ -469,7 +474,7 @@ def write_outputs(result: CompareResult, out_dir: str | Path, plots: bool = True
         "runs": [r.to_dict() for r in result.runs],
         "failures": [r.to_dict() for r in result.failures],
     }
-    paths["results.json"].write_text(json.dumps(payload, indent=1, default=_json_default, allow_nan=True))
+    paths["results.json"].write_text(json.dumps(_strict_json(payload), indent=1, allow_nan=False))
     paths["table.md"].write_text(markdown_report(result))
     if plots:
         from routing_gym.eval.plots import plot_pareto, plot_regret, plot_selection
@@ -487,12 +492,17 @@ def _downsample(curve: dict[str, Any]) -> dict[str, Any]:
     return {k: (v[idx].tolist() if isinstance(v, np.ndarray) else v) for k, v in curve.items()}
 
 
-def _json_default(value: Any) -> Any:
+def _strict_json(value: Any) -> Any:
+    """Plain Python values with NaN/inf as null: strict JSON that every reader accepts."""
+    if isinstance(value, dict):
+        return {str(k): _strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_strict_json(v) for v in value]
     if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"cannot serialise {type(value).__name__}")
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 # ---------------------------------------------------------------------- Markdown
@@ -509,7 +519,7 @@ def markdown_report(result: CompareResult) -> str:
     reward = result.reward.describe()
     overhead_cols = sorted({k for r in result.rows for k in r if k.startswith(("overhead_", "fit_overhead_"))})
     header = ["Method", "Deployable", "Accuracy % [95% CI]", "Mean J [95% CI]", "Latency s", "Power W",
-              "Top-1 share", f"Reward {reward} [95% CI]", "Invalid"] + [c.replace("_", " ") for c in overhead_cols]
+              "Top-1 share", f"Reward {reward} [95% CI]", "Invalid"] + [c.replace("overhead_", "overhead ").replace("fit_", "fit ") for c in overhead_cols]
     lines = [
         f"# Held-out comparison on {s['tournament']['name']}",
         "",
@@ -548,9 +558,12 @@ def markdown_report(result: CompareResult) -> str:
     lines += _markdown_pareto(result)
     if result.failures:
         lines += ["## Failures", ""]
+        grouped: dict[tuple[str, str], list[RunRecord]] = {}
         for f in result.failures:
-            lines.append(f"- **{f.method}** seed {f.seed}: `{f.error}`")
-            lines += [f"  - `{frame}`" for frame in f.traceback[-2:]]
+            grouped.setdefault((f.method, f.error), []).append(f)
+        for (method, error), records in grouped.items():
+            lines.append(f"- **{method}** seed(s) {', '.join(str(r.seed) for r in records)}: `{error}`")
+            lines += [f"  - `{frame}`" for frame in records[0].traceback[-2:]]
         lines.append("")
     return "\n".join(lines)
 

@@ -81,12 +81,16 @@ def bootstrap_mean_ci(
 
 
 def seed_spread(values: Sequence[float]) -> dict[str, float]:
-    """Mean, sample standard deviation (0 for one seed), min and max of a per-seed metric."""
+    """Mean, sample standard deviation (0 for one seed), min and max of a per-seed metric.
+
+    Equal values give their value exactly as the mean (a float sum would round), so a
+    deterministic agent's row equals the fixed-model row it reproduces bit for bit.
+    """
     v = np.asarray(values, dtype=np.float64)
     if len(v) == 0:
         return {"mean": float("nan"), "sd": float("nan"), "min": float("nan"), "max": float("nan"), "n": 0}
     return {
-        "mean": float(v.mean()),
+        "mean": float(v[0]) if (v == v[0]).all() else float(v.mean()),
         "sd": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
         "min": float(v.min()),
         "max": float(v.max()),

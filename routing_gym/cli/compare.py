@@ -1,0 +1,88 @@
+"""``routing-gym compare``: train and evaluate routers on a tournament; tables and plots."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_commands(cli) -> None:
+    from routing_gym.tournament.summary import SUMMARY_LAMBDA_E
+
+    p = cli.top.add_parser(
+        "compare",
+        help="train every agent on the training split, evaluate on held-out: table, JSON/CSV, plots",
+        description="Train each agent x seed on the training split, route the held-out split, score every "
+        "method under one common reward, and write results.json, summary.csv, per_seed.csv, per_benchmark.csv, "
+        "dominance.csv, table.md and pareto.png, selection.png, regret.png to --out. Exit status 1 if any run failed "
+        "(outputs are still written).",
+    )
+    p.add_argument("--tournament", default="default", help="tournament directory or preset name (default: %(default)s)")
+    p.add_argument("--agents", default="default",
+                   help="comma-separated registered agent names; 'default' = the fast Table 2 set "
+                   "(fixed-*, random, oracle, bandits, knn, uniroute, routellm, greenserv; smoothie where the tournament logs answer texts); 'all' = every registered agent")
+    p.add_argument("--list-agents", action="store_true", help="print the registered agents and exit")
+    p.add_argument("--seeds", type=int, default=5, help="seeds per agent, 0..N-1 (default: %(default)s)")
+    p.add_argument("--lambda-e", type=float, default=SUMMARY_LAMBDA_E, help="gated_rank energy coefficient (default: %(default)s)")
+    p.add_argument("--lambda-t", type=float, default=0.0, help="gated_rank latency coefficient (default: %(default)s)")
+    p.add_argument("--lambda-p", type=float, default=0.0, help="gated_rank power coefficient (default: %(default)s)")
+    p.add_argument("--reward", default="gated_rank", help="registered reward (default: %(default)s)")
+    p.add_argument("--coefficients", default=None,
+                   help="reward coefficients as JSON, replacing --lambda-*, e.g. '{\"lambda_e\": 0.2}' (needed for rewards other than gated_rank)")
+    p.add_argument("--agent-kwargs", default="{}", help="constructor kwargs per agent as JSON, e.g. '{\"knn\": {\"k\": 20}}'")
+    p.add_argument("--train-split", default="train")
+    p.add_argument("--test-split", default="test")
+    p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples for the intervals (default: %(default)s)")
+    p.add_argument("--no-fixed-models", action="store_true", help="leave out the 'always <model>' rows")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--out", default="compare-results", help="output directory (default: %(default)s)")
+    p.set_defaults(func=cmd_compare)
+
+
+def _json_arg(text: str, option: str) -> dict:
+    from routing_gym.errors import RoutingGymError
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RoutingGymError(f"{option}: not valid JSON ({exc}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise RoutingGymError(f"{option}: expected a JSON object, got {text!r}")
+    return value
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from routing_gym.eval.compare import CompareConfig, run_compare, write_outputs
+
+    if args.list_agents:
+        from routing_gym_agents import list_agents
+
+        print("\n".join(list_agents()))
+        return 0
+    if args.coefficients is not None:
+        coefficients = _json_arg(args.coefficients, "--coefficients")
+    else:
+        coefficients = {"lambda_e": args.lambda_e, "lambda_t": args.lambda_t, "lambda_p": args.lambda_p}
+        coefficients = {k: v for k, v in coefficients.items() if v != 0.0}  # state only what is set
+    if args.agents == "default":
+        agents = None
+    elif args.agents == "all":
+        from routing_gym_agents import list_agents
+
+        agents = list_agents()
+    else:
+        agents = args.agents.split(",")
+    config = CompareConfig(
+        tournament=args.tournament, agents=agents, seeds=args.seeds, reward=args.reward, coefficients=coefficients,
+        train_split=args.train_split, test_split=args.test_split,
+        agent_kwargs=_json_arg(args.agent_kwargs, "--agent-kwargs"), fixed_models=not args.no_fixed_models,
+        n_bootstrap=args.bootstrap,
+    )
+    result = run_compare(config)
+    paths = write_outputs(result, args.out, plots=not args.no_plots)
+    print(paths["table.md"].read_text())
+    print(f"wrote {', '.join(sorted(p.name for p in paths.values()))} to {args.out} in {result.elapsed_s:.1f} s")
+    if result.failures:
+        print(f"{len(result.failures)} run(s) failed: " + "; ".join(f"{f.method} seed {f.seed}: {f.error}" for f in result.failures))
+        return 1
+    return 0

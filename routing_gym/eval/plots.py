@@ -1,0 +1,144 @@
+"""PNG plots of a ``CompareResult`` (matplotlib with the Agg backend, imported lazily)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from routing_gym.eval.compare import CompareResult
+
+_MARKERS = "o^sDvP*Xh<>p"
+DPI = 110
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never needs a display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _agent_styles(result: CompareResult) -> dict[str, dict[str, Any]]:
+    """One colour and marker per agent, the same in every plot."""
+    import matplotlib
+
+    # tab10 then Dark2: 18 distinguishable colours before any repeats (markers cycle too)
+    colours = list(matplotlib.colormaps["tab10"].colors) + list(matplotlib.colormaps["Dark2"].colors)
+    agents = [r["method"] for r in result.rows if r["kind"] != "fixed-model"]
+    return {m: {"color": colours[i % len(colours)], "marker": _MARKERS[i % len(_MARKERS)]} for i, m in enumerate(agents)}
+
+
+def plot_pareto(result: CompareResult, path: str | Path) -> Path:
+    """Accuracy vs mean joules: every fixed model, every method with its 95 % intervals on
+    both axes, and the Pareto front of deployable methods (fixed models included)."""
+    plt = _pyplot()
+    rows = [r for r in result.rows if r["seeds_ok"]]
+    fixed = [r for r in rows if r["kind"] == "fixed-model"]
+    agents = [r for r in rows if r["kind"] != "fixed-model"]
+    fig, ax = plt.subplots(figsize=(9.5, 6.0))
+    for r in fixed:
+        ax.scatter(r["mean_energy_j"], 100 * r["accuracy"], marker="s", s=36, color="0.55", zorder=2)
+        ax.annotate(r["method"].removeprefix("always "), (r["mean_energy_j"], 100 * r["accuracy"]),
+                    textcoords="offset points", xytext=(5, -9), fontsize=7, color="0.35")
+    if fixed:
+        ax.scatter([], [], marker="s", color="0.55", label="fixed models (always X)")
+    styles = _agent_styles(result)
+    for r in agents:
+        style = styles[r["method"]]
+        x, y = r["mean_energy_j"], 100 * r["accuracy"]
+        xerr = [[x - r["mean_energy_j_ci_low"]], [r["mean_energy_j_ci_high"] - x]]
+        yerr = [[y - 100 * r["accuracy_ci_low"]], [100 * r["accuracy_ci_high"] - y]]
+        face = style["color"] if r["deployable"] else "white"
+        ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="none", ecolor=style["color"], elinewidth=1, capsize=2, zorder=3)
+        label = r["method"] + ("" if r["deployable"] else " (not deployable)")
+        ax.scatter(x, y, marker=style["marker"], s=70, facecolor=face, edgecolor=style["color"], linewidth=1.5,
+                   zorder=4, label=label)
+    front = result.pareto.get("front_deployable", [])
+    if front:
+        points = sorted((result.row(m)["mean_energy_j"], 100 * result.row(m)["accuracy"]) for m in front)
+        xs, ys = zip(*points)
+        ax.step(xs, ys, where="post", color="black", linewidth=1, linestyle="--", zorder=1,
+                label=f"Pareto front, deployable (HV {result.pareto['hypervolume_deployable']:.3f})")
+    joules = [r["mean_energy_j"] for r in rows]
+    if joules and min(joules) > 0 and max(joules) / min(joules) > 20:
+        ax.set_xscale("log")  # fixed models span orders of magnitude in joules
+    s = result.settings()
+    ax.set_xlabel("mean answer energy per held-out query (J)")
+    ax.set_ylabel("accuracy on held-out queries (%)")
+    ax.set_title(f"{s['tournament']['name']}: accuracy vs energy ({s['tournament']['n_test']} held-out queries, "
+                 f"{_seeds(len(s['seeds']))}, {result.config.confidence:.0%} CIs)", fontsize=10)
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    fig.tight_layout()
+    return _save(fig, path, plt)
+
+
+def plot_selection(result: CompareResult, path: str | Path) -> Path:
+    """Stacked horizontal bars: each method's share of held-out queries per model (models
+    from smallest to largest), invalid actions hatched."""
+    plt = _pyplot()
+    import matplotlib
+
+    rows = [r for r in result.rows if r["seeds_ok"] and r["kind"] != "fixed-model"]
+    t = result.tournament
+    params = t.models["params_b"].fillna(0).to_numpy()
+    order = np.argsort(params, kind="stable")
+    models = [t.model_ids[i] for i in order]
+    colours = matplotlib.colormaps["viridis"](np.linspace(0.05, 0.95, max(len(models), 1)))
+    fig, ax = plt.subplots(figsize=(9.5, 0.45 * max(len(rows), 2) + 1.6))
+    y = np.arange(len(rows))[::-1]
+    left = np.zeros(len(rows))
+    for colour, model in zip(colours, models):
+        share = np.array([r["selection"].get(model, 0.0) for r in rows])
+        ax.barh(y, share, left=left, color=colour, edgecolor="white", linewidth=0.5, label=model)
+        left += share
+    invalid = np.clip(1.0 - left, 0.0, None)
+    if (invalid > 1e-9).any():
+        ax.barh(y, invalid, left=left, color="white", edgecolor="crimson", hatch="//", label="invalid action")
+    ax.set_yticks(y, [r["method"] for r in rows], fontsize=8)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of held-out queries routed to each model (mean over seeds)")
+    ax.set_title(f"{t.card.name}: selection mix (models from smallest to largest)", fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    fig.tight_layout()
+    return _save(fig, path, plt)
+
+
+def plot_regret(result: CompareResult, path: str | Path) -> Path:
+    """Cumulative online regret (oracle reward minus obtained reward) of the agents that
+    learn online, mean over seeds with a min-max band, against a uniformly random router."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8.5, 5.0))
+    styles = _agent_styles(result)
+    longest = 0
+    for method, curve in result.regret.items():
+        style = styles[method]
+        ax.plot(curve["steps"], curve["mean"], color=style["color"], label=f"{method} ({_seeds(curve['n_seeds'])})")
+        ax.fill_between(curve["steps"], curve["min"], curve["max"], color=style["color"], alpha=0.2, linewidth=0)
+        longest = max(longest, len(curve["steps"]))
+    if result.regret:
+        per_step = next(iter(result.regret.values()))["random_per_step"]
+        ax.plot([0, longest], [0, per_step * longest], color="0.4", linestyle="--", label="uniform random (expected)")
+    ax.set_xlabel("online training decision")
+    ax.set_ylabel(f"cumulative regret ({result.reward.describe()})")
+    ax.set_title(f"{result.tournament.card.name}: online regret on the training split", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    return _save(fig, path, plt)
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed" + ("" if n == 1 else "s")
+
+
+def _save(fig, path: str | Path, plt) -> Path:
+    path = Path(path)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path

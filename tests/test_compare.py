@@ -1,0 +1,268 @@
+"""``routing-gym compare`` end to end on a small tournament, with agents from outside the package.
+
+One agent is registered by this test module with ``register_agent``, one arrives through an
+entry point (a temporary ``*.dist-info`` on ``sys.path``); a failing agent must be reported
+while the others finish, and an agent returning invalid actions is charged and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from routing_gym.cli import main
+from routing_gym.eval.compare import FIXED_PREFIX, CompareConfig, markdown_report, run_compare, write_outputs
+from routing_gym_agents import Agent, FitContext, QueryBatch, register_agent
+from routing_gym_agents import registry
+
+from conftest import make_tournament
+
+SEEDS = 2
+EP_MODULE = "rg_test_external_router"
+
+
+@register_agent("ext-const", model=0)
+class ConstantAgent(Agent):
+    """Always model ``model``; exposes the documented overhead hook."""
+
+    def __init__(self, model: int = 0):
+        self.model = model
+
+    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+        self.overhead = {"decode_s": np.full(len(batch), 0.25), "tokens": 12.0}
+        return np.full(len(batch), self.model)
+
+
+@register_agent("ext-greedy")
+class GreedyBandit(Agent):
+    """Epsilon-greedy over arms without context, online through the env (bandit feedback)."""
+
+    feedback = "bandit"
+
+    def fit(self, ctx: FitContext) -> dict:
+        env, k = ctx.make_env(), ctx.n_models
+        rng = np.random.default_rng(ctx.seed)
+        total, count = np.zeros(k), np.full(k, 1e-9)
+        env.reset(seed=ctx.seed)
+        for step in range(len(ctx.train_rows)):
+            env.reset()
+            a = int(rng.integers(k)) if rng.random() < 0.3 else int(np.argmax(total / count))
+            _, r, _, _, info = env.step(a)
+            total[a] += r
+            count[a] += 1
+            for hook in ctx.step_hooks:
+                hook(step, a, r, info)
+        self.best = int(np.argmax(total / count))
+        return {}
+
+    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+        return np.full(len(batch), self.best)
+
+
+@register_agent("ext-invalid")
+class SometimesInvalid(Agent):
+    """Model 1, except -1 on every 4th query and 1.5 (not an index) on every 7th."""
+
+    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+        actions = np.ones(len(batch))
+        actions[::4] = -1
+        actions[1::7] = 1.5
+        return actions
+
+
+@register_agent("ext-failing")
+class Failing(Agent):
+    def fit(self, ctx: FitContext) -> dict:
+        if ctx.seed == 1:
+            raise RuntimeError("diverged on seed 1")
+        return {}
+
+    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+        return np.zeros(len(batch), dtype=int)
+
+
+@pytest.fixture(scope="module")
+def tournament():
+    return make_tournament(n=240, k=4, seed=1)
+
+
+@pytest.fixture(scope="module")
+def entry_point_agent(tmp_path_factory):
+    """Install a plugin the way pip would: a module plus a dist-info with entry_points.txt."""
+    root = tmp_path_factory.mktemp("site")
+    (root / f"{EP_MODULE}.py").write_text(textwrap.dedent('''
+        import numpy as np
+        from routing_gym_agents import Agent, register_agent
+
+        @register_agent("ext-plugin")
+        class Cheapest(Agent):
+            """Routes every query to the model with the lowest mean training joules."""
+
+            def fit(self, ctx):
+                self.best = int(ctx.train_outcomes().energy_j.mean(axis=0).argmin())
+                return {}
+
+            def act_batch(self, batch):
+                return np.full(len(batch), self.best)
+    '''))
+    info = root / "rg_test_external_router-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rg-test-external-router\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[routing_gym.agents]\nplugin = {EP_MODULE}\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(root))
+        mp.setattr(registry, "_plugins_loaded", False)  # rescan entry points with the new path
+        assert "ext-plugin" in registry.list_agents()
+        yield "ext-plugin"
+
+
+@pytest.fixture(scope="module")
+def outputs(tournament, entry_point_agent, tmp_path_factory):
+    config = CompareConfig(
+        tournament=tournament,
+        agents=["ext-const", entry_point_agent, "ext-greedy", "ext-invalid", "ext-failing"],
+        seeds=SEEDS, n_bootstrap=500, progress=False,
+    )
+    result = run_compare(config)
+    out = tmp_path_factory.mktemp("compare")
+    return result, write_outputs(result, out), out
+
+
+def test_all_outputs_exist_and_agree(outputs, tournament):
+    result, paths, out = outputs
+    expected = {"results.json", "summary.csv", "per_seed.csv", "per_benchmark.csv", "dominance.csv", "table.md",
+                "pareto.png", "selection.png", "regret.png"}
+    assert {p.name for p in paths.values()} == expected
+    for name in ("pareto.png", "selection.png", "regret.png"):
+        data = (out / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    def no_nan(constant):  # results.json is strict JSON: NaN is written as null
+        raise AssertionError(f"{constant} in results.json")
+
+    payload = json.loads((out / "results.json").read_text(), parse_constant=no_nan)
+    summary = pd.read_csv(out / "summary.csv")
+    methods = [FIXED_PREFIX + m for m in tournament.model_ids] + ["ext-const", "ext-plugin", "ext-greedy", "ext-invalid", "ext-failing"]
+    assert [r["method"] for r in payload["rows"]] == methods == summary["method"].tolist()
+    for row, (_, csv_row) in zip(payload["rows"], summary.iterrows()):
+        for key in ("accuracy", "mean_energy_j", "mean_reward"):
+            if key in row:
+                assert csv_row[key] == pytest.approx(row[key])
+    assert payload["settings"]["reward"]["describe"] == "gated_rank(lambda_e=0.4)"
+    assert payload["settings"]["seeds"] == [0, 1]
+    per_seed = pd.read_csv(out / "per_seed.csv")
+    assert len(per_seed) == tournament.n_models + 5 * SEEDS
+    table = (out / "table.md").read_text()
+    assert "Reward gated_rank(lambda_e=0.4) [95% CI]" in table
+    for method in methods:
+        assert f"| {method}" in table
+    # per-benchmark joule shares of every method add up to 1
+    shares = pd.read_csv(out / "per_benchmark.csv").groupby("method")["energy_share"].sum()
+    assert np.allclose(shares.to_numpy(), 1.0)
+
+
+def test_fixed_rows_equal_direct_computation(outputs, tournament):
+    result, _, _ = outputs
+    rows = tournament.split_rows("test")
+    for k, model in enumerate(tournament.model_ids):
+        row = result.row(FIXED_PREFIX + model)
+        assert row["accuracy"] == pytest.approx(tournament.correct[rows, k].mean())
+        assert row["mean_energy_j"] == pytest.approx(tournament.energy_j[rows, k].mean())
+        assert row["mean_latency_s"] == pytest.approx(tournament.latency_s[rows, k].mean())
+        assert row["mean_power_w"] == pytest.approx(tournament.mean_power_w[rows, k].mean())
+        assert row["mean_reward"] == pytest.approx(result.reward.matrix(tournament, rows)[:, k].mean())
+        assert row["top1_share"] == 1.0 and row["selection_entropy"] == 0.0
+        assert row["accuracy_ci_low"] < row["accuracy"] < row["accuracy_ci_high"]
+    const = result.row("ext-const")
+    assert const["accuracy"] == pytest.approx(result.row(FIXED_PREFIX + "m0")["accuracy"])
+    assert const["accuracy_seed_sd"] == 0.0
+
+
+def test_external_agents_ran(outputs, tournament):
+    result, _, _ = outputs
+    plugin = result.row("ext-plugin")
+    cheapest = tournament.model_ids[int(tournament.energy_j[tournament.split_rows("train")].mean(axis=0).argmin())]
+    assert plugin["seeds_ok"] == SEEDS and plugin["top1_model"] == cheapest
+    const = result.row("ext-const")
+    assert const["overhead_decode_s"] == pytest.approx(0.25) and const["overhead_tokens"] == pytest.approx(12.0)
+    table = markdown_report(result)
+    assert "| overhead decode_s | overhead tokens |" in table and "| 0.25 | 12 |" in table
+
+
+def test_bandit_regret_is_logged(outputs, tournament):
+    result, _, _ = outputs
+    assert set(result.regret) == {"ext-greedy"}
+    curve = result.regret["ext-greedy"]
+    n_train = len(tournament.split_rows("train"))
+    assert curve["n_seeds"] == SEEDS and len(curve["steps"]) == n_train
+    assert np.all(np.diff(curve["mean"]) >= -1e-12)  # regret against the oracle is never negative
+    runs = [r for r in result.runs if r.method == "ext-greedy"]
+    assert all(r.regret is not None and len(r.regret) == n_train for r in runs)
+    assert curve["mean"][-1] == pytest.approx(np.mean([r.regret.sum() for r in runs]))
+
+
+def test_invalid_actions_are_charged_and_counted(outputs, tournament):
+    result, _, _ = outputs
+    n = len(result.test_rows)
+    invalid = np.zeros(n, bool)
+    invalid[::4] = True
+    invalid[1::7] = True
+    row = result.row("ext-invalid")
+    assert row["invalid_count"] == invalid.sum()
+    rewards = result.reward.matrix(tournament, result.test_rows)[:, 1]
+    expected = np.where(invalid, result.reward.invalid_penalty, rewards).mean()
+    assert row["mean_reward"] == pytest.approx(expected)
+    assert row["accuracy"] == pytest.approx(np.where(invalid, 0.0, tournament.correct[result.test_rows, 1]).mean())
+    assert row["selection"]["m1"] == pytest.approx(1 - invalid.mean())
+
+
+def test_failing_agent_is_reported_and_others_finish(outputs):
+    result, _, out = outputs
+    failures = result.failures
+    assert [(f.method, f.seed) for f in failures] == [("ext-failing", 1)]
+    assert failures[0].error == "RuntimeError: diverged on seed 1"
+    assert any("in fit" in frame and "diverged" in frame for frame in failures[0].traceback)
+    row = result.row("ext-failing")
+    assert row["seeds_ok"] == 1 and row["seeds_failed"] == 1
+    assert all(r["seeds_ok"] == SEEDS for r in result.rows if r["method"] not in ("ext-failing",) and r["kind"] == "agent")
+    payload = json.loads((out / "results.json").read_text())
+    assert payload["failures"][0]["error"] == "RuntimeError: diverged on seed 1"
+    assert "## Failures" in (out / "table.md").read_text()
+    assert "/work/" not in json.dumps(payload["failures"])  # no machine-specific paths
+
+
+def test_dominance_and_pareto(outputs):
+    result, _, _ = outputs
+    pairs = {(d["a"], d["b"]): d for d in result.dominance}
+    # the same routes as 'always m0': never dominates it, nor is dominated
+    assert not pairs[("ext-const", FIXED_PREFIX + "m0")]["dominates"]
+    assert pairs[("ext-const", FIXED_PREFIX + "m0")]["prob_dominates"] == 0.0
+    # 'always m1' answers as model 1 does on every query, and ext-invalid is m1 with fewer answers
+    assert not pairs[("ext-invalid", FIXED_PREFIX + "m1")]["dominates"]
+    ref = result.pareto["reference"]
+    assert ref["accuracy"] == 0.0 and ref["energy_j"] > max(r["mean_energy_j"] for r in result.rows if r["kind"] == "fixed-model")
+    assert 0 < result.pareto["hypervolume_fixed_models"] <= result.pareto["hypervolume_all"] <= 1
+
+
+def test_cli_compare_and_errors(tmp_path, tournament, capsys):
+    tournament.save(tmp_path / "t")
+    out = tmp_path / "out"
+    code = main(["compare", "--tournament", str(tmp_path / "t"), "--agents", "ext-const,ext-invalid", "--seeds", "1",
+                 "--lambda-e", "0.2", "--bootstrap", "200", "--no-plots", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "| ext-invalid |" in printed and "gated_rank(lambda_e=0.2)" in printed
+    payload = json.loads((out / "results.json").read_text())
+    assert payload["settings"]["reward"]["coefficients"] == {"lambda_e": 0.2}
+    assert not list(out.glob("*.png"))
+
+    assert main(["compare", "--tournament", str(tmp_path / "t"), "--agents", "ext-const,no-such-agent", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "unknown agent 'no-such-agent'; registered:" in err and "ext-const" in err
+
+    code = main(["compare", "--tournament", str(tmp_path / "t"), "--agents", "ext-failing", "--seeds", "2",
+                 "--bootstrap", "200", "--no-plots", "--out", str(out)])
+    assert code == 1 and "1 run(s) failed: ext-failing seed 1" in capsys.readouterr().out

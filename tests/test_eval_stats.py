@@ -1,0 +1,98 @@
+"""Bootstrap intervals, seed spread and the paired Pareto-dominance test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from routing_gym.eval import stats
+from routing_gym.eval.stats import BootstrapPlan, bootstrap_mean_ci, paired_dominance_test, seed_spread
+
+
+def test_bootstrap_interval_covers_the_truth_at_the_nominal_rate():
+    rng = np.random.default_rng(0)
+    truth, n, reps = 0.3, 200, 200
+    hits = 0
+    for rep in range(reps):
+        sample = (rng.uniform(size=n) < truth).astype(float)
+        low, high = bootstrap_mean_ci(sample, n_resamples=500, seed=rep)
+        hits += low <= truth <= high
+    assert 0.90 <= hits / reps <= 0.99
+
+
+def test_matches_scipy_percentile_bootstrap():
+    from scipy.stats import bootstrap
+
+    sample = np.random.default_rng(1).exponential(100.0, 400)
+    ours = bootstrap_mean_ci(sample, n_resamples=4000, seed=0)
+    ref = bootstrap((sample,), np.mean, n_resamples=4000, method="percentile", random_state=0).confidence_interval
+    width = ref.high - ref.low
+    assert abs(ours[0] - ref.low) < 0.1 * width and abs(ours[1] - ref.high) < 0.1 * width
+
+
+def test_plan_is_reproducible_and_chunking_does_not_change_it(monkeypatch):
+    values = np.random.default_rng(2).normal(size=(50, 3))
+    whole = BootstrapPlan(50, 200, seed=7).means(values)
+    assert whole.shape == (200, 3)
+    assert np.array_equal(whole, BootstrapPlan(50, 200, seed=7).means(values))
+    monkeypatch.setattr(stats, "_CHUNK_CELLS", 50 * 16)  # 16 resamples per chunk, no cache
+    plan = BootstrapPlan(50, 200, seed=7)
+    assert plan._cache is None and plan._chunk == 16
+    chunked = plan.means(values)
+    assert np.allclose(chunked, plan.means(values))  # regenerated identically each call
+    # each resample is a multiset of n queries
+    assert np.allclose(BootstrapPlan(50, 200, seed=7).means(np.ones(50)), 1.0)
+
+
+def test_seed_spread():
+    s = seed_spread([1.0, 2.0, 3.0])
+    assert s == {"mean": 2.0, "sd": 1.0, "min": 1.0, "max": 3.0, "n": 3}
+    assert seed_spread([5.0])["sd"] == 0.0 and seed_spread([])["n"] == 0
+    x = 857.4042765875694  # five copies: their float sum / 5 does not give x back
+    assert np.mean([x] * 5) != x and seed_spread([x] * 5)["mean"] == x
+
+
+def _policies(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    correct = (rng.uniform(size=n) < 0.6).astype(float)
+    energy = rng.uniform(50, 500, n)
+    return rng, correct, energy
+
+
+def test_dominance_same_answers_fewer_joules():
+    _, correct, energy = _policies()
+    cheaper = paired_dominance_test(correct, energy * 0.9, correct, energy)
+    assert cheaper.dominates and cheaper.prob_dominates == 1.0 and cheaper.p_value == 0.0
+    assert cheaper.delta_accuracy == 0.0 and cheaper.delta_energy_j < 0
+    assert cheaper.delta_energy_ci[1] < 0
+    reverse = paired_dominance_test(correct, energy, correct, energy * 0.9)
+    assert not reverse.dominates and reverse.prob_dominates == 0.0
+    same = paired_dominance_test(correct, energy, correct, energy)
+    assert not same.dominates and same.prob_dominates == 0.0  # equal is not dominance
+
+
+def test_dominance_needs_both_axes_and_more_than_noise():
+    rng, correct, energy = _policies()
+    better = np.maximum(correct, (rng.uniform(size=len(correct)) < 0.5).astype(float))
+    clear = paired_dominance_test(better, energy * 0.8, correct, energy)
+    assert clear.dominates and clear.delta_accuracy > 0 and clear.delta_accuracy_ci[0] > 0
+    tradeoff = paired_dominance_test(better, energy * 1.2, correct, energy)
+    assert not tradeoff.dominates and tradeoff.prob_dominates == 0.0
+    # an independent policy of the same quality: differences are noise
+    other = (rng.uniform(size=len(correct)) < 0.6).astype(float)
+    noise = paired_dominance_test(other, rng.uniform(50, 500, len(correct)), correct, energy)
+    assert not noise.dominates and noise.prob_dominates < 0.9
+    # never worse, but better on only 2 of 400 queries: about e^-2 of the resamples miss both
+    slight = correct.copy()
+    slight[np.flatnonzero(correct == 0)[:2]] = 1.0
+    few = paired_dominance_test(slight, energy, correct, energy)
+    assert not few.dominates and 0.75 < few.prob_dominates < 0.95
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="equal length"):
+        paired_dominance_test(np.ones(3), np.ones(3), np.ones(3), np.ones(4))
+    with pytest.raises(ValueError, match="confidence"):
+        BootstrapPlan(10, 100).ci(np.ones(10), confidence=95)
+    with pytest.raises(ValueError, match="per-query values"):
+        BootstrapPlan(10, 100).means(np.ones(9))
