@@ -527,3 +527,32 @@ def test_kill_9_mid_run_then_resume_keeps_exactly_one_record_per_pair(tmp_path):
         records_to_tournament(out)
     finally:
         fake.stop()
+
+
+def test_nvml_counter_meter_gives_measured_energy_and_records_the_hardware(tmp_path, server):
+    from routing_gym.collect.meters import NvmlCounterMeter
+    from routing_gym.collect.replay import PowerTrace, TraceNVML
+
+    trace = PowerTrace([0.0, 3600.0], [180.0, 180.0], name="flat")
+    # a 10 ms counter period keeps the short test calls' quantisation small (real GPUs: ~100 ms)
+    meter = NvmlCounterMeter(nvml=TraceNVML(trace, name="NVIDIA H100 80GB HBM3", counter_period_s=0.01), idle_step_s=0.2)
+    server.latency_s = 0.12
+    config = config_from_dict(make_config(tmp_path, server.url, models=("good:7b",), energy={"idle_window_s": 0.6}))
+    try:
+        summary = run_collection(config, tmp_path / "run", progress=False, meter=meter)
+    finally:
+        meter.close()
+    assert summary.complete
+    idle = [r for r in read_records(tmp_path / "run" / "records.jsonl").records if r["type"] == "idle"]
+    assert idle[0]["idle_w"] == pytest.approx(180.0, rel=0.05) and idle[0]["meter"] == "nvml-counter"
+    for r in calls_of(tmp_path / "run"):
+        e = r["energy"]
+        assert e["meter"] == "nvml-counter" and e["measured"]
+        # flat load at the baseline: gross = 180 W x latency up to the counter's 100 ms steps at
+        # both window edges; net is what is left above idle, never negative
+        assert e["gross_j"] == pytest.approx(180.0 * e["latency_s"], abs=180.0 * 0.01 * 2 + 0.5)
+        assert 0.0 <= e["net_j"] <= 180.0 * 0.01 * 2 + 0.5 + 0.1 * e["gross_j"]
+    t = records_to_tournament(tmp_path / "run")
+    assert list(t.models["energy_provenance"]) == ["measured"] and t.card.provenance == "measured"
+    assert t.card.hardware.startswith("1x NVIDIA H100 80GB HBM3 (driver trace)")
+    assert "nvml-counter" in t.models["energy_source"][0]
