@@ -1,0 +1,320 @@
+"""Routing baselines after the reference paper's Table 2, built on scikit-learn.
+
+- ``knn``: per-model error averaged over the question's nearest training questions, plus a
+  cost term: route to ``argmin_m err_m(x) + cost_weight * cost_m``.
+- ``uniroute``: the same rule with ``err_m`` the error of the question's k-means cluster
+  (UniRoute, Jitkrittum et al. 2025), shrunk towards the global error for small clusters.
+- ``routellm``: a binary router between the strongest (largest) and the weakest (smallest)
+  model; a logistic regression estimates P(strong wins | text) and the strong model is used
+  when it reaches ``alpha`` (RouteLLM, Ong et al. 2024).
+- ``greenserv``: LinUCB over task (benchmark one-hot), cluster (k-means one-hot) and
+  complexity features with reward ``(1 - lam) * correct - lam * joules / E_ref``, warmed
+  online on the training split (bandit feedback) and then frozen (GreenServ-style).
+- ``smoothie``: label-free, output-informed diagnostic (Smoothie, Guha et al. 2024): reads every
+  model's *held-out* answer text, so it is not deployable (``uses_test_outcomes``).
+
+``cost_m`` is model m's mean training joules divided by the largest model mean, so it lies in
+(0, 1] and ``cost_weight`` trades error points for joules on every tournament alike.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from routing_gym.errors import RoutingGymError
+from routing_gym.features import TextFeaturizer, featurizer_for, tournament_features
+from routing_gym.tournament import Tournament
+from routing_gym_agents.bandits import LinUCB
+from routing_gym_agents.base import Agent, FitContext, QueryBatch
+from routing_gym_agents.baselines import require_rows, models_by_size
+from routing_gym_agents.registry import register_agent
+
+
+class _TextRouter(Agent):
+    """Full-information router on TF-IDF + SVD features of the question (and benchmark)."""
+
+    feedback = "full"
+
+    def __init__(self, features: str = "tfidf-svd", dim: int = 64):
+        self.feature_config: dict[str, Any] = {"kind": features, "dim": dim}
+        self.featurizer: TextFeaturizer | None = None
+
+    def train_features(self, ctx: FitContext) -> np.ndarray:
+        self.featurizer = featurizer_for(ctx.tournament, ctx.train_split, **self.feature_config)
+        return tournament_features(ctx.tournament, ctx.train_split, **self.feature_config)[ctx.train_rows]
+
+    def batch_features(self, batch: QueryBatch) -> np.ndarray:
+        if self.featurizer is None:
+            raise RuntimeError(f"{self.name}: call fit() before act_batch()")
+        return self.featurizer.transform(batch.texts, batch.benchmarks)
+
+
+def model_costs(tournament: Tournament, rows: np.ndarray) -> np.ndarray:
+    """Mean training joules per model over the largest one: ``[K]`` in (0, 1]."""
+    mean = tournament.energy_j[rows].mean(axis=0)
+    return mean / max(float(mean.max()), 1e-12)
+
+
+@register_agent("knn")
+class KNNRouter(_TextRouter):
+    """Per-model error of the ``k`` nearest training questions (cosine), plus a cost term."""
+
+    name = "knn"
+
+    def __init__(self, k: int = 10, cost_weight: float = 0.1, **kwargs: Any):
+        super().__init__(**kwargs)
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        self.k = k
+        self.cost_weight = cost_weight
+
+    def fit(self, ctx: FitContext) -> dict[str, Any]:
+        from sklearn.neighbors import NearestNeighbors
+
+        X = self.train_features(ctx)
+        self.index = NearestNeighbors(n_neighbors=min(self.k, len(X)), metric="cosine").fit(X)
+        self.train_error = 1.0 - ctx.tournament.correct[ctx.train_rows]  # [n_train, K]
+        self.costs = model_costs(ctx.tournament, ctx.train_rows)
+        return {"costs": self.costs.tolist()}
+
+    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+        neighbours = self.index.kneighbors(self.batch_features(batch), return_distance=False)
+        error = self.train_error[neighbours].mean(axis=1)  # [n, K]
+        return (error + self.cost_weight * self.costs).argmin(axis=1)
+
+
+@register_agent("uniroute")
+class UniRoute(_TextRouter):
+    """k-means clusters of training questions; each cluster keeps a per-model error vector.
+
+    A cluster's error is shrunk towards the global per-model error with ``prior`` pseudo
+    questions, so a cluster of three questions does not decide on three coin flips.
+    """
+
+    name = "uniroute"
+
+    def __init__(self, n_clusters: int = 8, cost_weight: float = 0.1, prior: float = 5.0, **kwargs: Any):
+        super().__init__(**kwargs)
+        if n_clusters < 1:
+            raise ValueError(f"n_clusters must be >= 1, got {n_clusters}")
+        self.n_clusters = n_clusters
+        self.cost_weight = cost_weight
+        self.prior = prior
+
+    def fit(self, ctx: FitContext) -> dict[str, Any]:
+        from sklearn.cluster import KMeans
+
+        X = self.train_features(ctx)
+        n_clusters = min(self.n_clusters, len(X))
+        self.kmeans = KMeans(n_clusters, n_init=4, random_state=ctx.seed).fit(X)
+        error = 1.0 - ctx.tournament.correct[ctx.train_rows]
+        labels = self.kmeans.labels_
+        sums = np.zeros((n_clusters, ctx.n_models))
+        np.add.at(sums, labels, error)
+        counts = np.bincount(labels, minlength=n_clusters)[:, None]
+        self.cluster_error = (sums + self.prior * error.mean(axis=0)) / (counts + self.prior)
+        self.costs = model_costs(ctx.tournament, ctx.train_rows)
+        return {"cluster_sizes": counts.ravel().tolist(), "costs": self.costs.tolist()}
+
+    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+        if self.featurizer is None:
+            raise RuntimeError(f"{self.name}: call fit() before act_batch()")
+        clusters = self.kmeans.predict(self.batch_features(batch))
+        return (self.cluster_error[clusters] + self.cost_weight * self.costs).argmin(axis=1)
+
+
+@register_agent("routellm")
+class RouteLLMRouter(_TextRouter):
+    """Strong (largest) vs weak (smallest): the strong model when P(strong wins | x) >= alpha.
+
+    "Strong wins" means the strong model is strictly more correct than the weak one on that
+    question; lower ``alpha`` buys accuracy with joules.
+    """
+
+    name = "routellm"
+
+    def __init__(self, alpha: float = 0.5, C: float = 1.0, **kwargs: Any):
+        super().__init__(**kwargs)
+        if not 0 <= alpha <= 1:
+            raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+        self.alpha = alpha
+        self.C = C
+
+    def fit(self, ctx: FitContext) -> dict[str, Any]:
+        from sklearn.linear_model import LogisticRegression
+
+        X = self.train_features(ctx)
+        order = models_by_size(ctx.tournament, ctx.train_rows)
+        self.weak, self.strong = int(order[0]), int(order[-1])
+        correct = ctx.tournament.correct[ctx.train_rows]
+        y = (correct[:, self.strong] > correct[:, self.weak]).astype(int)
+        self.classifier = None
+        self.base_rate = float(y.mean())
+        if 0 < y.sum() < len(y):  # a one-class label has nothing to learn: use the base rate
+            self.classifier = LogisticRegression(C=self.C, max_iter=1000).fit(X, y)
+        ids = ctx.tournament.model_ids
+        return {"strong": ids[self.strong], "weak": ids[self.weak], "p_strong_wins_train": self.base_rate}
+
+    def p_strong_wins(self, batch: QueryBatch) -> np.ndarray:
+        X = self.batch_features(batch)
+        if self.classifier is None:
+            return np.full(len(X), self.base_rate)
+        return self.classifier.predict_proba(X)[:, 1]
+
+    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+        return np.where(self.p_strong_wins(batch) >= self.alpha, self.strong, self.weak)
+
+
+def complexity_features(texts: np.ndarray) -> np.ndarray:
+    """``[n, 5]`` raw question complexity: log chars, log words, digit / math-symbol / upper-case share."""
+    rows = []
+    for text in texts:
+        text = str(text)
+        n = max(len(text), 1)
+        rows.append(
+            (
+                np.log1p(len(text)),
+                np.log1p(len(text.split())),
+                sum(ch.isdigit() for ch in text) / n,
+                len(re.findall(r"[=+\-*/^<>$\\]", text)) / n,
+                sum(ch.isupper() for ch in text) / n,
+            )
+        )
+    return np.asarray(rows, dtype=np.float64).reshape(len(texts), 5)
+
+
+@register_agent("greenserv")
+class GreenServ(LinUCB):
+    """LinUCB over [task one-hot, cluster one-hot, standardised complexity, 1] with reward
+    ``(1 - lam) * correct - lam * joules / E_ref``; warmed on train, frozen for evaluation.
+
+    ``E_ref`` is the largest per-model mean training energy: one profiled number per pool, as
+    GreenServ profiles each model's energy before serving; the arms still see only the chosen
+    model's outcome.
+    """
+
+    name = "greenserv"
+
+    def __init__(self, lam: float = 0.2, n_clusters: int = 8, alpha: float = 1.0, dim: int = 64, **kwargs: Any):
+        super().__init__(alpha=alpha, dim=dim, **kwargs)
+        if not 0 <= lam <= 1:
+            raise ValueError(f"lam (energy weight) must be in [0, 1], got {lam}")
+        self.energy_weight = lam
+        self.n_clusters = n_clusters
+        self.feature_config["bias"] = False  # text features only feed k-means; the context has its own bias
+
+    def context_features(self, ctx: FitContext) -> np.ndarray:
+        from sklearn.cluster import KMeans
+
+        t = ctx.tournament
+        self.featurizer = featurizer_for(t, ctx.train_split, **self.feature_config)
+        text = tournament_features(t, ctx.train_split, **self.feature_config)
+        train = ctx.train_rows
+        self.kmeans = KMeans(min(self.n_clusters, len(train)), n_init=4, random_state=ctx.seed).fit(text[train])
+        complexity = complexity_features(t.queries["prompt"].to_numpy(dtype=object))
+        self.complexity_mean = complexity[train].mean(axis=0)
+        self.complexity_std = complexity[train].std(axis=0) + 1e-9
+        self.n_benchmarks = len(t.benchmarks)
+        self.e_ref = float(t.energy_j[train].mean(axis=0).max()) or 1.0
+        return self._contexts(text, t.benchmark_codes, complexity)
+
+    def batch_features(self, batch: QueryBatch) -> np.ndarray:
+        text = self.featurizer.transform(batch.texts, batch.benchmarks)
+        return self._contexts(text, batch.benchmarks, complexity_features(batch.texts))
+
+    def _contexts(self, text: np.ndarray, benchmarks: np.ndarray, complexity: np.ndarray) -> np.ndarray:
+        n = len(text)
+        task = np.zeros((n, self.n_benchmarks))
+        known = (benchmarks >= 0) & (benchmarks < self.n_benchmarks)
+        task[np.flatnonzero(known), benchmarks[known]] = 1.0
+        cluster = np.zeros((n, self.kmeans.n_clusters))
+        cluster[np.arange(n), self.kmeans.predict(text)] = 1.0
+        z = (complexity - self.complexity_mean) / self.complexity_std
+        return np.hstack([task, cluster, z, np.ones((n, 1))])
+
+    def learning_reward(self, reward: float, info: dict[str, Any]) -> float:
+        lam = self.energy_weight
+        return (1 - lam) * info["correct"] - lam * info["energy_j"] / self.e_ref
+
+
+@register_agent("smoothie")
+class Smoothie(Agent):
+    """Output-informed, label-free routing (Smoothie-local): the answer closest to consensus.
+
+    Each model's answer is embedded (TF-IDF + SVD fitted on training answers). For a question,
+    ``delta_ij`` is the mean squared distance between models i and j's answer embeddings over
+    the question's ``n_neighbors`` nearest questions (all tournament rows, by question text).
+    Under Smoothie's Gaussian model ``delta_ij = 1/theta_i + 1/theta_j``, so each triplet gives
+    ``1/theta_i = (delta_ij + delta_ik - delta_jk) / 2``; the route is the model with the
+    largest estimated quality ``theta_i``. Needs K >= 3 and ``output_text``.
+    """
+
+    name = "smoothie"
+
+    feedback = "full"
+    uses_test_outcomes = True
+
+    def __init__(self, n_neighbors: int = 20, dim: int = 64):
+        self.n_neighbors = n_neighbors
+        self.dim = dim
+        self.output_featurizer: TextFeaturizer | None = None
+
+    def fit(self, ctx: FitContext) -> dict[str, Any]:
+        t = _require_outputs(ctx.tournament, self.name)
+        outputs = t.output_text[ctx.train_rows].ravel()
+        self.output_featurizer = TextFeaturizer(kind="tfidf-svd", dim=self.dim, benchmark_onehot=False).fit(
+            outputs, np.zeros(len(outputs), dtype=np.int64), 1
+        )
+        self.input_config = {"kind": "tfidf-svd", "dim": self.dim}
+        self.train_split = ctx.train_split
+        self._cache: dict[int, tuple[Tournament, np.ndarray, Any]] = {}
+        return {}
+
+    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+        if self.output_featurizer is None:
+            raise RuntimeError(f"{self.name}: call fit() before act_batch()")
+        t = _require_outputs(require_rows(batch, self.name), self.name)
+        pair_dist, index = self._prepare(t)
+        queries = tournament_features(t, self.train_split, **self.input_config)[batch.rows]
+        neighbours = index.kneighbors(queries, return_distance=False)
+        delta = pair_dist[neighbours].mean(axis=1)  # [n, K, K]
+        k = t.n_models
+        inv_theta = np.zeros((len(batch), k))
+        for i in range(k):
+            others = [j for j in range(k) if j != i]
+            pairs = [(j, m) for a, j in enumerate(others) for m in others[a + 1 :]]
+            inv_theta[:, i] = np.mean([(delta[:, i, j] + delta[:, i, m] - delta[:, j, m]) / 2 for j, m in pairs], axis=0)
+        return inv_theta.argmin(axis=1)
+
+    def _prepare(self, t: Tournament) -> tuple[np.ndarray, Any]:
+        """Per row, squared distances between every pair of models' answers; a question index."""
+        if id(t) not in self._cache:
+            from sklearn.neighbors import NearestNeighbors
+
+            n, k = t.output_text.shape
+            emb = self.output_featurizer.transform(t.output_text.ravel(), np.zeros(n * k, dtype=np.int64))
+            emb = emb.reshape(n, k, -1).astype(np.float64)
+            pair_dist = ((emb[:, :, None, :] - emb[:, None, :, :]) ** 2).sum(-1)  # [N, K, K]
+            queries = tournament_features(t, self.train_split, **self.input_config)
+            index = NearestNeighbors(n_neighbors=min(self.n_neighbors, n), metric="cosine").fit(queries)
+            self._cache[id(t)] = (t, pair_dist, index)  # keeps t alive so its id stays unique
+        return self._cache[id(t)][1:]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_cache"] = {}  # derived from the tournament; rebuilt on demand
+        return state
+
+
+def _require_outputs(t: Tournament, agent: str) -> Tournament:
+    if t.output_text is None:
+        raise RoutingGymError(
+            f"{agent} routes on the models' answer texts, but tournament {t.card.name!r} has no output_text "
+            "(it is an output-informed diagnostic: run it on a tournament collected with answers)"
+        )
+    if t.n_models < 3:
+        raise RoutingGymError(f"{agent} needs at least 3 models to form triplets; {t.card.name!r} has {t.n_models}")
+    return t
