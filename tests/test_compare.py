@@ -266,3 +266,17 @@ def test_cli_compare_and_errors(tmp_path, tournament, capsys):
     code = main(["compare", "--tournament", str(tmp_path / "t"), "--agents", "ext-failing", "--seeds", "2",
                  "--bootstrap", "200", "--no-plots", "--out", str(out)])
     assert code == 1 and "1 run(s) failed: ext-failing seed 1" in capsys.readouterr().out
+
+
+def test_builtin_default_agents_on_a_small_tournament():
+    from routing_gym.eval.compare import DEFAULT_AGENTS, resolve_agent_names
+
+    assert "smoothie" not in resolve_agent_names(None) and "smoothie" in resolve_agent_names(None, has_output_text=True)
+    t = make_tournament(n=300, k=4, seed=2)
+    result = run_compare(CompareConfig(tournament=t, seeds=1, n_bootstrap=200, progress=False))
+    agents = [r["method"] for r in result.rows if r["kind"] == "agent"]
+    assert agents == list(DEFAULT_AGENTS)
+    assert not result.failures, [f.error for f in result.failures]
+    oracle = result.row("oracle")
+    assert not oracle["deployable"] and all(r["mean_reward"] <= oracle["mean_reward"] + 1e-12 for r in result.rows)
+    assert {"linucb", "epsilon-greedy", "thompson"} <= set(result.regret)
