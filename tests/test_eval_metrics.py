@@ -64,7 +64,7 @@ def test_per_benchmark_breakdown_and_energy_shares(scored):
 
 
 def test_entropy_and_frequency_edge_cases():
-    assert selection_entropy(np.array([1.0, 0, 0])) == 0.0  # collapse
+    assert str(selection_entropy(np.array([1.0, 0, 0]))) == "0.0"  # collapse (and not -0.0)
     assert selection_entropy(np.array([0.25] * 4)) == pytest.approx(1.0)
     assert selection_entropy(np.array([0.1] * 4)) == pytest.approx(1.0)  # shares of valid picks only
     assert selection_entropy(np.array([0.0, 0.0])) == 0.0 and selection_entropy(np.array([1.0])) == 0.0

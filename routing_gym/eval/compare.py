@@ -376,8 +376,7 @@ def _aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: 
             row["error"] = mine[0].error
         rows.append(row)
 
-    fixed = [r for r in rows if r["kind"] == "fixed-model" and r["seeds_ok"]]
-    pareto = _pareto(rows, fixed, t, test_rows)
+    pareto = _pareto(rows, t, test_rows)
     for r in rows:
         if r["seeds_ok"]:
             r["hypervolume"] = hypervolume([r["accuracy"]], [r["mean_energy_j"]], pareto["reference"]["energy_j"],
@@ -393,7 +392,7 @@ def _aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: 
     return CompareResult(config, t, reward, test_rows, runs, rows, per_benchmark, dominance, pareto, regret)
 
 
-def _pareto(rows: list[dict[str, Any]], fixed: list[dict[str, Any]], t: Tournament, test_rows: np.ndarray) -> dict[str, Any]:
+def _pareto(rows: list[dict[str, Any]], t: Tournament, test_rows: np.ndarray) -> dict[str, Any]:
     ok = [r for r in rows if r["seeds_ok"]]
     # The reference is tied to the pool, not to the methods run, so hypervolumes of runs
     # with different agent sets stay comparable.
@@ -402,7 +401,7 @@ def _pareto(rows: list[dict[str, Any]], fixed: list[dict[str, Any]], t: Tourname
                  "rule": f"accuracy 0, {HV_REFERENCE_FACTOR} x the largest fixed-model mean joules on the split"}
     out: dict[str, Any] = {"reference": reference}
     groups = {
-        "fixed_models": fixed,
+        "fixed_models": [r for r in ok if r["kind"] == "fixed-model"],
         "deployable": [r for r in ok if r["deployable"]],
         "all": ok,
     }

@@ -37,7 +37,7 @@ def selection_entropy(frequencies: np.ndarray) -> float:
     if len(p) <= 1 or total <= 0:
         return 0.0
     p = p[p > 0] / total
-    return float(-(p * np.log(p)).sum() / np.log(len(frequencies)))
+    return float(-(p * np.log(p)).sum() / np.log(len(frequencies))) + 0.0  # -0.0 -> 0.0 in CSVs
 
 
 @dataclass
