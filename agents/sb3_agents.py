@@ -55,7 +55,9 @@ class SB3Agent(Agent):
 
     Args:
         algo: ``"ppo"``, ``"a2c"`` or ``"dqn"``.
-        total_timesteps: online decisions (env steps) to train for.
+        total_timesteps: online decisions (env steps) to train for. PPO and A2C collect whole
+            rollouts of ``n_steps``, so they make up to ``n_steps - 1`` more (``fit`` logs the
+            actual count as ``timesteps``).
         learning_rate: optimiser step size (default per algorithm, see ``ALGO_DEFAULTS``).
         ent_coef: entropy bonus of PPO/A2C (higher keeps the policy spread over models; 0 lets
             it collapse freely). DQN has none: it explores with epsilon-greedy instead.
@@ -159,7 +161,7 @@ class SB3Agent(Agent):
             "collapse": tracker.summary(),
             "collapse_windows": tracker.to_frame().to_dict("records"),
             "train_seconds": time.perf_counter() - start,
-            "timesteps": self.total_timesteps,
+            "timesteps": int(self.model.num_timesteps),
         }
 
     # ------------------------------------------------------------------ routing

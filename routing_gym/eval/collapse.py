@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
+from routing_gym.eval.metrics import selection_entropy
+
 if TYPE_CHECKING:  # heavy imports stay out of module import
     import pandas as pd
 
@@ -69,7 +71,7 @@ class WindowStats:
 
     @property
     def entropy(self) -> float:
-        """Normalised selection entropy over valid choices, in [0, 1]; NaN if none was valid."""
+        """Normalised selection entropy over valid choices, in [0, 1] (0 if none was valid)."""
         return normalised_entropy(self.counts)
 
     @property
@@ -95,17 +97,12 @@ class WindowStats:
 
 
 def normalised_entropy(counts: np.ndarray) -> float:
-    """Shannon entropy of a histogram divided by log K (K = number of bins).
+    """Shannon entropy of a histogram divided by log K (K = number of bins), in [0, 1].
 
-    With K = 1 every router is trivially "collapsed": the value is 0.
+    The same number as ``routing_gym.eval.metrics.selection_entropy`` (so the collapse log
+    and ``compare``'s table agree): 0 for K = 1 or an empty histogram.
     """
-    counts = np.asarray(counts, dtype=np.float64)
-    total = counts.sum()
-    if total <= 0:
-        return float("nan")
-    if len(counts) <= 1:
-        return 0.0
-    return _entropy_nats(counts / total) / math.log(len(counts))
+    return selection_entropy(np.asarray(counts, dtype=np.float64))
 
 
 def effective_models(counts: np.ndarray) -> float:
@@ -302,7 +299,7 @@ class CollapseTracker:
             "final_top1_share": last.top1_share if last else float("nan"),
             "final_entropy": last.entropy if last else float("nan"),
             "final_effective_models": last.effective_models if last else float("nan"),
-            "overall_entropy": normalised_entropy(overall) if overall.sum() else float("nan"),
+            "overall_entropy": normalised_entropy(overall),
         }
 
     def write_csv(self, path: str | Path) -> Path:
@@ -345,15 +342,18 @@ def window_scalars(w: WindowStats, model_ids: Sequence[str]) -> dict[str, float]
 
 
 def _tensorboard_writer(log_dir: str | Path) -> Any:
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:  # torch present without the tensorboard package, or no torch at all
+    import importlib.util
+
+    # Check for the package before importing torch's writer (torch alone costs seconds).
+    if importlib.util.find_spec("tensorboard") is None or importlib.util.find_spec("torch") is None:
         warnings.warn(
             f"tensorboard is not installed: collapse scalars for {log_dir} go to CSV only "
             "(pip install tensorboard to get them in TensorBoard)",
             stacklevel=3,
         )
         return None
+    from torch.utils.tensorboard import SummaryWriter
+
     return SummaryWriter(log_dir=str(log_dir))
 
 
