@@ -19,12 +19,13 @@ with the Sherman-Morrison formula, so one update is O(d^2) instead of a d x d in
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from routing_gym.features import featurizer_for, tournament_features
+from routing_gym.features import TextFeaturizer, featurizer_for, tournament_features
 from routing_gym_agents.base import Agent, FitContext, QueryBatch
 from routing_gym_agents.registry import register_agent
 
@@ -68,12 +69,13 @@ class LinearBandit(Agent):
         self.feature_config: dict[str, Any] = {"kind": features, "dim": dim, "bias": True}
         self.ridge = ridge
         self.epochs = epochs
-        self.featurizer = None
+        self.featurizer: TextFeaturizer | None = None
         self.arms: RidgeArms | None = None
 
     # ------------------------------------------------------------------ the exploration rule
+    @abstractmethod
     def select(self, x: np.ndarray, step: int, rng: np.random.Generator) -> int:
-        raise NotImplementedError
+        """The arm to pull for context ``x`` at online step ``step``."""
 
     # ------------------------------------------------------------------ what the bandit sees and learns
     def context_features(self, ctx: FitContext) -> np.ndarray:
