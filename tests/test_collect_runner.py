@@ -320,9 +320,13 @@ def test_model_not_pulled_stops_before_anything_is_measured(tmp_path, server):
     assert not [r for r in server.requests if r["path"] == "/api/chat"]
 
 
-def test_nothing_listening_is_a_clear_error(tmp_path):
-    config = config_from_dict(make_config(tmp_path, "http://127.0.0.1:9"))
-    with pytest.raises(CollectError, match="no Ollama server answers at http://127.0.0.1:9"):
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_nothing_listening_is_a_clear_error(tmp_path, backend):
+    data = make_config(tmp_path, "http://127.0.0.1:9", models=("good:7b",), retry={"max_attempts": 1})
+    data["models"][0]["backend"] = backend
+    data["server"]["openai_base_url"] = "http://127.0.0.1:9/v1"
+    config = config_from_dict(data)
+    with pytest.raises(CollectError, match=r"cannot start: .*(no Ollama server|nothing) answers at http://127.0.0.1:9"):
         run_collection(config, tmp_path / "run", progress=False)
 
 

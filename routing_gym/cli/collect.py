@@ -14,6 +14,7 @@ def add_commands(cli) -> None:
     run.add_argument("--out", required=True, help="run folder (created; an existing one is resumed)")
     run.add_argument("--meter", default=None, help="override energy.meter: auto, nvml-counter, nvml-poll, replay, none")
     run.add_argument("--host", default=None, help="override server.ollama_host")
+    run.add_argument("--data-dir", default=None, help="shared question sets (default: ROUTING_GYM_DATA_DIR)")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     run.add_argument("--tournament", default=None, metavar="DIR", help="when every pair is done, also write the tournament here")
     run.set_defaults(func=cmd_run)
@@ -41,7 +42,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         config.energy.meter = args.meter
     if args.host:
         config.server.ollama_host = args.host
-    summary = run_collection(config, Path(args.out), progress=False if args.no_progress else None)
+    summary = run_collection(config, Path(args.out), progress=False if args.no_progress else None, data_dir=args.data_dir)
     print(summary)
     if args.tournament and summary.complete:
         return _write_tournament(Path(args.out), Path(args.tournament), allow_partial=False, regrade=False, fmt="parquet")

@@ -78,15 +78,16 @@ def energy_reading(meter: str, window: Window, idle_w: float | None) -> EnergyRe
     """Subtract the idle baseline from a window; unmeasured stays unmeasured (None)."""
     if window.gross_j is None or not math.isfinite(window.gross_j):
         return EnergyReading(meter, False, None, None, idle_w, window.latency_s, None, window.n_samples, note=window.note)
-    baseline = 0.0 if idle_w is None else idle_w * window.latency_s
-    net = window.gross_j - baseline
+    gross = float(window.gross_j)
+    baseline = 0.0 if idle_w is None else float(idle_w) * window.latency_s
+    net = gross - baseline
     clipped = net < 0
     net = max(net, 0.0)
     power = net / window.latency_s if window.latency_s > 0 else 0.0
     note = window.note
     if idle_w is None:
         note = (note + "; " if note else "") + "no idle baseline: net equals gross"
-    return EnergyReading(meter, True, window.gross_j, net, idle_w, window.latency_s, power, window.n_samples, clipped, note)
+    return EnergyReading(meter, True, gross, net, idle_w, window.latency_s, power, window.n_samples, bool(clipped), note)
 
 
 def trapezoid(ts: Sequence[float], ps: Sequence[float], t0: float, t1: float) -> tuple[float, int]:

@@ -64,8 +64,9 @@ def read_question_file(path: str | Path, benchmark: str) -> list[dict[str, Any]]
     return rows
 
 
-def load_registered(name: str) -> list[dict[str, Any]]:
-    """All questions of a shared question set (``routing_gym.sources.benchmarks``)."""
+def load_registered(name: str, data_dir: str | Path | None = None) -> list[dict[str, Any]]:
+    """All questions of a shared question set (``routing_gym.sources.benchmarks``), read from
+    ``data_dir`` (default: ``ROUTING_GYM_DATA_DIR``)."""
     try:
         from routing_gym.sources import benchmarks as shared
     except ModuleNotFoundError as exc:
@@ -75,28 +76,41 @@ def load_registered(name: str) -> list[dict[str, Any]]:
             f"benchmark {name!r}: the shared question sets are not available in this version; "
             "give the benchmark a 'path' to a JSONL question file"
         ) from exc
-    frame = shared.load_benchmark(name)
-    records = frame.to_dict(orient="records") if hasattr(frame, "to_dict") else list(frame)
+    frame = shared.load_benchmark(name, data_dir)
     rows = []
-    for r in records:
+    for r in frame.to_dict(orient="records"):
+        difficulty = r.get("difficulty")
         rows.append(
             {
                 "query_id": str(r["query_id"]),
                 "benchmark": name,
                 "prompt": r["prompt"],
-                "reference": r.get("reference", ""),
-                "difficulty": r.get("difficulty"),
-                "metadata": dict(r.get("metadata") or {}),
+                "reference": str(r.get("reference", "")),
+                "difficulty": None if difficulty is None or difficulty != difficulty else float(difficulty),
+                "metadata": _plain(dict(r.get("metadata") or {})),
             }
         )
     return rows
 
 
-def sample_questions(config: CollectConfig) -> list[dict[str, Any]]:
+def _plain(value: Any) -> Any:
+    """JSON-safe copy: numpy scalars to Python, NaN to None (the snapshot is strict JSON)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):
+        value = value.item()
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
+def sample_questions(config: CollectConfig, data_dir: str | Path | None = None) -> list[dict[str, Any]]:
     """The run's questions, benchmark by benchmark in config order."""
     out: list[dict[str, Any]] = []
     for spec in config.benchmarks:
-        rows = read_question_file(spec.path, spec.name) if spec.path else load_registered(spec.name)
+        rows = read_question_file(spec.path, spec.name) if spec.path else load_registered(spec.name, data_dir)
         if spec.n is not None:
             if spec.n > len(rows):
                 raise ConfigError(f"{config.source}: benchmark {spec.name!r}: n={spec.n} but it has only {len(rows)} questions")

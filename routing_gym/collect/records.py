@@ -114,7 +114,7 @@ class RecordLog:
         :class:`StorageError` and prints the unsaved record to stderr so it is not lost."""
         if self._fd is None:
             raise RuntimeError("RecordLog.append before open()")
-        line = (json.dumps(record, ensure_ascii=False, allow_nan=False, sort_keys=True) + "\n").encode()
+        line = (json.dumps(record, ensure_ascii=False, allow_nan=False, sort_keys=True, default=_scalar) + "\n").encode()
         try:
             view = memoryview(line)
             while view:
@@ -142,6 +142,13 @@ class RecordLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _scalar(value: Any) -> Any:
+    """numpy scalars (from meters and graders) as plain Python values."""
+    if hasattr(value, "item") and callable(value.item):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def _describe(exc: OSError) -> str:

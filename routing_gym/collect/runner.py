@@ -96,7 +96,7 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def prepare_run(config: CollectConfig, out_dir: Path) -> list[dict[str, Any]]:
+def prepare_run(config: CollectConfig, out_dir: Path, data_dir: str | Path | None = None) -> list[dict[str, Any]]:
     """Create or check the run folder; return the question snapshot."""
     out_dir.mkdir(parents=True, exist_ok=True)
     config_path = out_dir / CONFIG_FILE
@@ -113,7 +113,7 @@ def prepare_run(config: CollectConfig, out_dir: Path) -> list[dict[str, Any]]:
     queries_path = out_dir / QUERIES_FILE
     if queries_path.exists():
         return read_queries(queries_path)
-    rows = sample_questions(config)
+    rows = sample_questions(config, data_dir)
     write_queries(queries_path, rows)
     return rows
 
@@ -164,16 +164,18 @@ def run_collection(
     progress: bool | None = None,
     sleep: Callable[[float], None] = time.sleep,
     log: Callable[[str], None] | None = None,
+    data_dir: str | Path | None = None,
 ) -> RunSummary:
     """Collect (or resume collecting) a tournament into ``out_dir``.
 
     ``graders``, ``meter`` and ``backends`` override what the config would make (tests, custom
-    setups). Raises :class:`CollectError` when the run must stop; everything recorded before
-    that stays in ``records.jsonl``.
+    setups); ``data_dir`` is where the shared question sets are (default
+    ``ROUTING_GYM_DATA_DIR``), read only at the first start. Raises :class:`CollectError` when
+    the run must stop; everything recorded before that stays in ``records.jsonl``.
     """
     out_dir = Path(out_dir)
     say = log or (lambda msg: print(f"routing-gym: {msg}", file=sys.stderr))
-    questions = prepare_run(config, out_dir)
+    questions = prepare_run(config, out_dir, data_dir)
     grader_for = resolve_graders(config, graders)  # an unknown grader stops us before any call
     record_log = RecordLog(out_dir / RECORDS_FILE)
     contents = record_log.open()
