@@ -129,6 +129,8 @@ def grade_batch(
     math-verify times out with ``signal.alarm``, which only works in a main thread, so the
     parallel path uses processes (spawned, so no lock or thread state is inherited), never
     threads. ``processes=None`` uses every CPU; ``processes`` <= 1 grades in this process.
+    Spawned workers re-import the main module: call this from under
+    ``if __name__ == "__main__":`` in a script.
     Results come back in input order.
     """
     if len(outputs) != len(references):

@@ -33,7 +33,7 @@ def letter_in(value: str, letters: str) -> str | None:
         rf"^\(({cls})\)",  # "(B)", "(B) Paris"
         rf"^\[({cls})\]",  # "[B]"
         rf"^({cls})(?:[.:)\]]|\s*$)",  # "B", "B.", "B)", "B: Paris"
-        rf"^({cls})\s+[-\u2013\u2014]\s",  # "B - Paris"
+        rf"^({cls})\s+(?:[-\u2013\u2014]\s|\()",  # "B - Paris", "B (with correction)"
         rf"^(?i:option|choice|answer|letter)\s*[:#]?\s*\(?({cls})\)?(?![A-Za-z0-9])",
     )
     for pat in patterns:

@@ -71,23 +71,39 @@ def json_answer_fields(text: str) -> list[str]:
     return values
 
 
-def json_answer(text: str) -> str | None:
-    """The ``answer`` field of the first JSON object that has one, else of the first key found.
+def _is_placeholder(value: str) -> bool:
+    # the prompt's template ("answer": "___") echoed back by the model
+    return not value.strip() or re.fullmatch(r"[_.\s]+|<[^>]*>|\.\.\.", value.strip()) is not None
 
-    The first parseable object wins, as in ZeroEval's own parser, so a model that restates the
-    template later (``"answer": "___"``) is judged on its real answer.
+
+def json_answer(text: str) -> str | None:
+    """The ``answer`` field of the first JSON object in ``text`` that has a real one.
+
+    Objects are taken in order, as in ZeroEval's own parser. An object that ``json.loads``
+    rejects (unescaped LaTeX such as ``\\sqrt`` is invalid JSON) is read with the lenient
+    key scanner instead of being skipped, and template placeholders (``"___"``) are ignored,
+    so a model that echoes the prompt's template later is judged on its real answer. Falls
+    back to any ``"answer":`` key outside balanced braces (e.g. a generation cut off before
+    its closing brace).
     """
-    for obj in _json_objects(text):
+    for span, obj in _json_spans(text):
+        value: str | None = None
         if isinstance(obj, dict):
             for key in ("answer", "final_answer", "Answer"):
-                if key in obj and not isinstance(obj[key], (dict, list)):
-                    value = obj[key]
-                    if isinstance(value, str):
-                        # json.loads already decoded escapes; recover LaTeX control words it ate
-                        value = _restore_latex_controls(value)
-                    return str(value).strip()
-    fields = json_answer_fields(text)
-    return fields[0] if fields else None
+                if key in obj and not isinstance(obj[key], (dict, list)) and obj[key] is not None:
+                    raw = obj[key]
+                    # json.loads decoded escapes; recover LaTeX control words it ate ("\frac" -> "\f"+"rac")
+                    value = _restore_latex_controls(raw).strip() if isinstance(raw, str) else str(raw)
+                    break
+        else:
+            fields = json_answer_fields(span)
+            value = fields[0] if fields else None
+        if value is not None and not _is_placeholder(value):
+            return value
+    for value in json_answer_fields(text):
+        if not _is_placeholder(value):
+            return value
+    return None
 
 
 def _restore_latex_controls(value: str) -> str:
@@ -103,8 +119,9 @@ def _restore_latex_controls(value: str) -> str:
     )
 
 
-def _json_objects(text: str, limit: int = 8):
-    """Parse up to ``limit`` balanced top-level ``{...}`` spans of ``text`` with ``json.loads``."""
+def _json_spans(text: str, limit: int = 16):
+    """Up to ``limit`` balanced top-level ``{...}`` spans of ``text`` that mention "answer",
+    each with its ``json.loads`` value (``None`` when it is not valid JSON)."""
     depth, start, found = 0, None, 0
     in_str, esc = False, False
     for i, ch in enumerate(text):
@@ -125,10 +142,14 @@ def _json_objects(text: str, limit: int = 8):
         elif ch == "}" and depth > 0:
             depth -= 1
             if depth == 0 and start is not None:
+                span = text[start : i + 1]
+                if "answer" not in span.lower():  # LaTeX groups like {1}{2} in prose
+                    continue
                 try:
-                    yield json.loads(text[start : i + 1], strict=False)
+                    obj = json.loads(span, strict=False)
                 except (json.JSONDecodeError, RecursionError):
-                    pass
+                    obj = None
+                yield span, obj
                 found += 1
                 if found >= limit:
                     return
@@ -156,13 +177,15 @@ def last_boxed(text: str) -> str | None:
 
 
 _ANSWER_IS = re.compile(
-    r"(?:the\s+)?(?:final\s+)?answer\s*(?:is|=|:)\s*[:\-]?\s*(.+)",
-    re.IGNORECASE,
+    r"(?:the\s+)?(?:final\s+)?answer\s*(?:is|=|:)[ \t]*[:\-]?[ \t]*(?:\n\s*)?"
+    r"(\\\[.*?\\\]|\$\$.*?\$\$|[^\n]+)",  # a display-math block may follow on the next lines
+    re.IGNORECASE | re.DOTALL,
 )
 
 
 def answer_is_phrase(text: str) -> str | None:
-    """What follows the last "the answer is" / "Answer:" on its line, without trailing period."""
+    """What follows the last "the answer is" / "Answer:" (the rest of its line, or the display
+    block on the next line), without a trailing period."""
     matches = list(_ANSWER_IS.finditer(text))
     if not matches:
         return None

@@ -5,11 +5,12 @@ The program never runs in the calling process. Each run gets:
 - a fresh Python interpreter (``-I``: no user site, no ``PYTHON*`` variables) in its own
   session, killed with its whole process group at the wall-clock timeout;
 - resource limits: address space (``RLIMIT_AS``), CPU seconds, file size, open files and,
-  for a non-root user, no new processes (``RLIMIT_NPROC``);
+  for a non-root user, at most 64 more processes (``RLIMIT_NPROC``);
 - a throw-away working directory that is also ``HOME`` and ``TMPDIR``, removed afterwards,
   and an empty environment;
 - no network: a new network namespace when the kernel allows it (``unshare``), and in every
   case ``socket`` disabled inside the interpreter;
+- a new PID namespace when allowed, so every process the program starts dies with it;
 - a guard, run before the completion, that disables process creation, signals,
   destructive file operations (``os.remove``, ``shutil.rmtree``, ``subprocess``, ...) and
   writing files outside the working directory;
@@ -44,6 +45,8 @@ from routing_gym.grading.base import Grader, GraderInputError, GradeResult
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+NPROC_MARGIN = 64
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class SandboxLimits:
     memory_mb: int = 1024  # RLIMIT_AS (virtual address space)
     file_mb: int = 8  # RLIMIT_FSIZE: largest file the program may write
     open_files: int = 64  # RLIMIT_NOFILE
+    site_packages: bool = False  # False: standard library only (faster start, nothing installed)
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,17 @@ class RunResult:
 # file operations, then executes the solution in its own namespace (so a solution's
 # ``if __name__ == "__main__":`` block does not run, as in the human-eval harness).
 _GUARD = r'''
-import builtins, faulthandler, io, os, sys
+import os, sys
+# Fork first: in a new PID namespace the child is its PID 1, and when PID 1 ends the kernel
+# kills every process it started, even one that left the session. The parent records the
+# child's pid so the grader can kill it at the timeout, then waits and passes on its status.
+_child = os.fork()
+if _child:
+    with open("pid1", "w") as _f:
+        _f.write(str(_child))
+    _, _status = os.waitpid(_child, 0)
+    os._exit(os.waitstatus_to_exitcode(_status) % 256)
+import builtins, faulthandler, io
 faulthandler.disable()
 def _blocked(*a, **k):
     raise PermissionError("disabled in the routing-gym sandbox")
@@ -94,7 +108,7 @@ for _mod in (os, posix):
                "remove", "unlink", "rmdir", "removedirs", "rename", "renames", "replace", "truncate",
                "ftruncate", "chmod", "fchmod", "lchmod", "chown", "fchown", "lchown", "chroot", "link",
                "symlink", "setuid", "setgid", "seteuid", "setegid", "setreuid", "setregid", "putenv",
-               "unsetenv", "popen", "startfile", "register_at_fork"):
+               "unsetenv", "popen", "startfile", "setsid", "setpgid", "setpgrp"):
         if hasattr(_mod, _n):
             setattr(_mod, _n, _blocked)
 for _n in ("rmtree", "move", "chown", "copytree", "copy", "copy2", "copyfile"):
@@ -116,7 +130,6 @@ def _os_open(path, flags, *a, **k):
     return _real_os_open(path, flags, *a, **k)
 builtins.open = io.open = _open
 os.open = posix.open = _os_open
-os.environ.clear()
 sys.stdin = io.StringIO()
 _token, _result_path, _entry = sys.argv[1], sys.argv[2], sys.argv[3]
 _src = open("solution.py", encoding="utf-8").read()
@@ -130,29 +143,77 @@ with open(_result_path, "w") as _f:
 '''
 
 
-def _libc_unshare(flags: int) -> bool:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.unshare(flags) == 0
-    except (OSError, AttributeError):
-        return False
+_ISOLATION: dict[str, int] = {}
 
 
-def _limit_child(limits: SandboxLimits) -> None:
+def _unshare(flags: int) -> None:
+    """unshare(2) in the forked child; maps our uid/gid when a user namespace is created."""
+    if not flags:
+        return
+    uid, gid = os.getuid(), os.getgid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(flags) != 0:
+        raise OSError(ctypes.get_errno(), "unshare failed")
+    if flags & CLONE_NEWUSER:  # keep our own uid inside, so files stay writable
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+
+
+def _limit_child(limits: SandboxLimits, ns_flags: int) -> None:
     """preexec_fn: runs in the forked child just before it executes Python."""
-    # Network namespace: as root directly, otherwise inside a new user namespace.
-    if os.geteuid() == 0:
-        _libc_unshare(CLONE_NEWNET)
-    else:
-        _libc_unshare(CLONE_NEWUSER | CLONE_NEWNET)
+    _unshare(ns_flags)
     mb = 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_mb * mb, limits.file_mb * mb))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if os.geteuid() != 0:  # root ignores RLIMIT_NPROC; the guard blocks fork for root too
-        resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    if os.geteuid() != 0:  # root ignores RLIMIT_NPROC; the guard and the PID namespace cover root
+        # bounds a fork bomb; the margin leaves room for the launcher and concurrent sandboxes
+        resource.setrlimit(resource.RLIMIT_NPROC, (_count_own_processes() + NPROC_MARGIN,) * 2)
+
+
+def _count_own_processes() -> int:
+    uid, n = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                n += entry.stat().st_uid == uid
+            except OSError:
+                pass
+    return n
+
+
+def namespace_flags() -> int:
+    """The namespaces this machine lets the sandbox use (probed once, then cached).
+
+    Tries a new network + PID namespace (plus a user namespace when not root) and falls back
+    to none where the kernel or container forbids them; the in-interpreter guard applies
+    either way.
+    """
+    if "flags" not in _ISOLATION:
+        wanted = CLONE_NEWNET | CLONE_NEWPID | (0 if os.geteuid() == 0 else CLONE_NEWUSER)
+        probe = "def f():\n    return 1\n\ndef check(c):\n    assert c() == 1\n"
+        _ISOLATION["flags"] = 0
+        for flags in (wanted, 0):
+            if _run(probe, "f", SandboxLimits(timeout_s=20), flags).passed:
+                _ISOLATION["flags"] = flags
+                break
+    return _ISOLATION["flags"]
+
+
+def isolation_summary() -> list[str]:
+    """What isolates a sandboxed run on this machine, for logs and reports."""
+    flags = namespace_flags()
+    out = ["subprocess in its own session", "rlimits: address space, CPU, file size, open files"]
+    if os.geteuid() != 0:
+        out.append(f"rlimit: at most {NPROC_MARGIN} more processes")
+    out.append("network namespace (no interfaces)" if flags & CLONE_NEWNET else "no network namespace (socket blocked in-process only)")
+    if flags & CLONE_NEWPID:
+        out.append("PID namespace (every process it starts dies with it)")
+    out.append("in-process guard: no sockets, fork, exec, signals, deletes or writes outside the temp dir")
+    return out
 
 
 def run_sandboxed(program: str, entry_point: str, limits: SandboxLimits | None = None) -> RunResult:
@@ -160,7 +221,10 @@ def run_sandboxed(program: str, entry_point: str, limits: SandboxLimits | None =
 
     Passes when ``check(<entry_point>)`` returns without raising.
     """
-    limits = limits or SandboxLimits()
+    return _run(program, entry_point, limits or SandboxLimits(), namespace_flags())
+
+
+def _run(program: str, entry_point: str, limits: SandboxLimits, ns_flags: int) -> RunResult:
     workdir = Path(tempfile.mkdtemp(prefix="routing-gym-sandbox-"))
     token = secrets.token_hex(16)
     start = time.monotonic()
@@ -171,18 +235,22 @@ def run_sandboxed(program: str, entry_point: str, limits: SandboxLimits | None =
         env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
                "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         with open(workdir / "stderr", "wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-B", "guard.py", token, str(result_path), entry_point],
-                cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                start_new_session=True, preexec_fn=lambda: _limit_child(limits), close_fds=True,
-            )
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-I", "-B", *([] if limits.site_packages else ["-S"]), "guard.py",
+                     token, str(result_path), entry_point],
+                    cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                    start_new_session=True, preexec_fn=lambda: _limit_child(limits, ns_flags), close_fds=True,
+                )
+            except (OSError, subprocess.SubprocessError) as exc:
+                return RunResult("crashed", None, f"could not start the sandbox: {exc}", time.monotonic() - start)
             try:
                 proc.wait(timeout=limits.timeout_s)
                 timed_out = False
             except subprocess.TimeoutExpired:
                 timed_out = True
             finally:
-                _kill_group(proc)
+                _kill_group(proc, workdir / "pid1")
         seconds = time.monotonic() - start
         if timed_out:
             return RunResult("timeout", None, f"killed after {limits.timeout_s:g} s wall clock", seconds)
@@ -190,21 +258,42 @@ def run_sandboxed(program: str, entry_point: str, limits: SandboxLimits | None =
         if passed and proc.returncode == 0:
             return RunResult("passed", 0, "all tests passed", seconds)
         detail = _last_error(_read_small(workdir / "stderr", 20_000))
-        if proc.returncode is not None and proc.returncode < 0:
-            sig = signal.Signals(-proc.returncode).name if -proc.returncode in signal.valid_signals() else proc.returncode
-            return RunResult("crashed", proc.returncode, f"killed by {sig} (resource limit?) {detail}".strip(), seconds)
-        return RunResult("failed", proc.returncode, detail or f"exit status {proc.returncode} without passing", seconds)
+        code = proc.returncode
+        if code is not None and (code < 0 or code > 128):  # killed by a signal (e.g. SIGXCPU, SIGKILL)
+            signum = -code if code < 0 else code - 128
+            name = signal.Signals(signum).name if signum in signal.valid_signals() else str(signum)
+            return RunResult("crashed", code, f"killed by {name} (resource limit?) {detail}".strip(), seconds)
+        return RunResult("failed", code, detail or f"exit status {code} without passing", seconds)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    # The whole session: also kills anything the program managed to start.
+def _kill_group(proc: subprocess.Popen, pid1_file: Path) -> None:
+    """Kill the program: first its PID 1 (which tears down its PID namespace), then its group.
+
+    PID 1's pid cannot have been reused: its parent (``proc``) has not reaped it yet, unless
+    ``proc`` has exited, in which case PID 1 was reaped as it ended and is not signalled.
+    """
+    text = _read_small(pid1_file).strip()
+    # the program could rewrite the file: only signal a pid that really is proc's child
+    if proc.poll() is None and text.isdigit() and _parent_pid(int(text)) == proc.pid:
+        try:
+            os.kill(int(text), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
+
+
+def _parent_pid(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # field 4, after the parenthesised name
 
 
 def _read_small(path: Path, limit: int = 256) -> str:

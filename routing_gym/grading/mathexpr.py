@@ -15,12 +15,21 @@ PARSE_TIMEOUT_S = 5
 VERIFY_TIMEOUT_S = 5
 
 
+_MATH_WORDS = {"pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "infty"}
+
+
 def _strip_wrappers(answer: str) -> str:
     s = answer.strip()
     s = re.sub(r"^\$+|\$+$", "", s).strip()
     s = re.sub(r"^\\\(|\\\)$", "", s).strip()
     s = re.sub(r"^\\\[|\\\]$", "", s).strip()
     s = re.sub(r"[\s.]+$", "", s)  # "12." at the end of a sentence
+    # "1152 cups", "12 \text{ inches}": a number followed only by unit words
+    m = re.fullmatch(r"(-?[\d.,/]*\d)\s*(?:\\text\{\s*[A-Za-z ]+\}|\\(?:mbox|mathrm)\{[A-Za-z ]+\}|[A-Za-z]+(?:\s+[A-Za-z]+)*)", s)
+    if m:
+        words = set(re.findall(r"[A-Za-z]+", re.sub(r"\\(?:text|mbox|mathrm)", "", s[m.end(1):])))
+        if not words & _MATH_WORDS and not any(len(w) == 1 for w in words):  # "5x", "3 pi" are math
+            return m.group(1).replace(",", "")
     return s
 
 
@@ -61,7 +70,7 @@ class MathGrader(Grader):
         if boxed is not None:
             return _strip_wrappers(boxed), "boxed answer"
         phrase = answer_is_phrase(output)
-        if phrase is not None:
+        if phrase is not None and _strip_wrappers(phrase):
             return _strip_wrappers(phrase), "'answer is' phrase"
         return None, "no final answer found (no json answer field, \\boxed{} or 'answer is')"
 
