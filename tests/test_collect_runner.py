@@ -41,7 +41,8 @@ class FakeOllama:
         self.latency_s = latency_s
         self.plan: list = []
         self.requests: list[dict] = []
-        self.after_call = None  # hook(n_generation_calls)
+        self.after_call = None  # hook(n) after answering generation request n
+        self.before_call = None  # hook(n) when generation request n arrives
         self.n_generations = 0
         self._lock = threading.Lock()
         self._connections: set = set()
@@ -94,6 +95,8 @@ class FakeOllama:
                     action = fake.plan.pop(0) if fake.plan else None
                     fake.n_generations += 1
                     n = fake.n_generations
+                if fake.before_call is not None:
+                    fake.before_call(n)
                 time.sleep(fake.latency_s)
                 if action == "drop":
                     self.close_connection = True
@@ -560,3 +563,22 @@ def test_nvml_counter_meter_gives_measured_energy_and_records_the_hardware(tmp_p
     assert list(t.models["energy_provenance"]) == ["measured"] and t.card.provenance == "measured"
     assert t.card.hardware.startswith("1x NVIDIA H100 80GB HBM3 (driver trace)")
     assert "nvml-counter" in t.models["energy_source"][0]
+
+
+def test_gpu_lost_mid_run_stops_with_every_record_kept(tmp_path, server):
+    import pynvml
+
+    from routing_gym.collect.meters import NvmlCounterMeter
+    from routing_gym.collect.replay import PowerTrace, TraceNVML
+
+    fake = TraceNVML(PowerTrace([0.0, 3600.0], [150.0, 150.0]))
+    meter = NvmlCounterMeter(nvml=fake, idle_step_s=0.1)
+    config = config_from_dict(make_config(tmp_path, server.url, models=("good:7b",), energy={"idle_window_s": 0.2}))
+    # the GPU falls off the bus while the 4th answer is generated (request 5, after one warm-up)
+    server.before_call = lambda n: n == 5 and fake.fail.update(nvmlDeviceGetTotalEnergyConsumption=pynvml.NVMLError_GpuIsLost)
+    try:
+        with pytest.raises(CollectError, match=r"energy meter failed: reading the GPU energy counter failed \(NVMLError_GpuIsLost.*3/10 pairs are saved"):
+            run_collection(config, tmp_path / "run", progress=False, meter=meter)
+    finally:
+        meter.close()
+    assert len(calls_of(tmp_path / "run")) == 3

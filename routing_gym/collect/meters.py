@@ -335,11 +335,17 @@ class NvmlCounterMeter(Meter):
                 "or newer GPU: use energy.meter: nvml-poll"
             ) from exc
 
+    def _read(self) -> int:
+        try:
+            return self.nvml.energy_mj()
+        except self.nvml.lib.NVMLError as exc:  # e.g. GPU lost, driver reset mid-run
+            raise MeterUnavailable(f"reading the GPU energy counter failed ({type(exc).__name__}: {exc})") from exc
+
     def _on_start(self, t0: float) -> None:
-        self._e0 = self.nvml.energy_mj()
+        self._e0 = self._read()
 
     def _on_stop(self, t0: float, t1: float) -> Window:
-        e1 = self.nvml.energy_mj()
+        e1 = self._read()
         delta = e1 - self._e0
         if delta < 0:  # counter reset (driver reload): this window cannot be trusted
             return Window(None, t1 - t0, 2, note=f"energy counter went backwards ({self._e0} -> {e1} mJ)")
@@ -350,10 +356,10 @@ class NvmlCounterMeter(Meter):
         so the ~100 ms update granularity stays under ~10 % per step and the median smooths it)."""
         steps = max(1, int(round(window_s / self.idle_step_s)))
         powers = []
-        t_prev, e_prev = self.clock(), self.nvml.energy_mj()
+        t_prev, e_prev = self.clock(), self._read()
         for _ in range(steps):
             self.sleep(self.idle_step_s)
-            t, e = self.clock(), self.nvml.energy_mj()
+            t, e = self.clock(), self._read()
             if t > t_prev and e >= e_prev:
                 powers.append((e - e_prev) / 1000.0 / (t - t_prev))
             t_prev, e_prev = t, e
@@ -465,12 +471,18 @@ class NvmlPollingMeter(Meter):
         if self.sampler.error is not None:
             raise MeterUnavailable(f"the power polling thread stopped: {self.sampler.error!r}")
 
+    def _sample(self) -> None:
+        try:
+            self.sampler.sample_once()
+        except (self.nvml.lib.NVMLError, _FieldUnsupported) as exc:
+            raise MeterUnavailable(f"reading GPU power failed ({type(exc).__name__}: {exc})") from exc
+
     def _on_start(self, t0: float) -> None:
         self._check_thread()
-        self.sampler.sample_once()
+        self._sample()
 
     def _on_stop(self, t0: float, t1: float) -> Window:
-        self.sampler.sample_once()
+        self._sample()
         self._check_thread()
         ts, ps = self.sampler.window(t0, t1)
         joules, n = trapezoid(ts, ps, t0, t1)
@@ -478,9 +490,9 @@ class NvmlPollingMeter(Meter):
 
     def idle_power(self, window_s: float) -> tuple[float | None, int]:
         t0 = self.clock()
-        self.sampler.sample_once()
+        self._sample()
         self.sleep(window_s)
-        self.sampler.sample_once()
+        self._sample()
         t1 = self.clock()
         self._check_thread()
         ts, ps = self.sampler.window(t0, t1)

@@ -43,6 +43,7 @@ from routing_gym.collect.config import CollectConfig, config_from_dict
 from routing_gym.collect.errors import (
     BackendError,
     CollectError,
+    MeterUnavailable,
     ModelUnavailable,
     ServerUnreachable,
 )
@@ -288,6 +289,8 @@ def run_collection(
                 bar.set_postfix_str(_postfix(summary), refresh=False)
                 bar.update(1)
         return summary
+    except MeterUnavailable as exc:  # the GPU or driver went away mid-run
+        raise _stop(summary, f"the energy meter failed: {exc}") from exc
     except KeyboardInterrupt:
         say(f"interrupted; every finished call is saved in {record_log.path}; rerun the same command to resume")
         raise
