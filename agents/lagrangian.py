@@ -32,7 +32,7 @@ from routing_gym_agents.bandits import RidgeArms
 from routing_gym_agents.base import Agent, FitContext, QueryBatch
 from routing_gym_agents.registry import register_agent
 
-SPEND_DECAY = 0.998  # the calibration forgets with a horizon of ~500 routes
+SPEND_DECAY = 0.998  # running statistics forget with a horizon of ~500 routes
 
 
 @register_agent("lagrangian")
@@ -93,15 +93,19 @@ class LagrangianAgent(Agent):
         # optimistic about the route it picks (the argmax favours under-predicted costs), and
         # pacing on predictions scales them by realised / predicted.
         self.spend_: np.ndarray = np.zeros(2)
+        self.energy_noise_: float = 1.0  # running RMS residual of the energy regression (scaled units)
 
     # ------------------------------------------------------------------ the primal-dual rule
     def scores(self, x: np.ndarray, bonus: float = 0.0) -> np.ndarray:
         """Lagrangian score of every model for contexts ``x`` (``[d]`` or ``[n, d]``)."""
         self._check_fitted()
-        score = self.reward_arms.means(x) - self.mu * self.predicted_joules(x) / self.budget_
+        reward, joules = self.reward_arms.means(x), self.predicted_joules(x)
         if bonus > 0:
-            score = score + bonus * np.sqrt(self.reward_arms.variances(x))
-        return score
+            width = np.sqrt(self.reward_arms.variances(x))  # both heads share each arm's design
+            reward = reward + bonus * width
+            # Optimism about the cost too: an arm once believed dear would never be retried.
+            joules = np.maximum(joules - bonus * width * self.energy_noise_ * self.energy_scale_, 0.0)
+        return reward - self.mu * joules / self.budget_
 
     def predicted_joules(self, x: np.ndarray) -> np.ndarray:
         """Predicted joules of every model for contexts ``x``."""
@@ -122,7 +126,10 @@ class LagrangianAgent(Agent):
 
     def observe(self, x: np.ndarray, action: int, reward: float, joules: float) -> None:
         """Learn from one revealed outcome: both regressions and the multiplier."""
-        self.spend_ = SPEND_DECAY * self.spend_ + np.array([max(float(self.predicted_joules(x)[action]), 0.0), joules])
+        predicted = float(self.predicted_joules(x)[action])
+        self.spend_ = SPEND_DECAY * self.spend_ + np.array([max(predicted, 0.0), joules])
+        residual = (joules - predicted) / self.energy_scale_
+        self.energy_noise_ = float(np.sqrt(SPEND_DECAY * self.energy_noise_**2 + (1 - SPEND_DECAY) * residual**2))
         self.reward_arms.update(action, x, reward)
         self.energy_arms.update(action, x, joules / self.energy_scale_)
         self.dual_step(joules)
@@ -138,6 +145,7 @@ class LagrangianAgent(Agent):
         self.energy_arms = RidgeArms(ctx.n_models, X.shape[1], self.ridge)
         self.mu = self.mu_init
         self.spend_ = np.zeros(2)
+        self.energy_noise_ = 1.0
         n_steps = self.epochs * len(ctx.train_rows)
         regret, joules, mus = np.empty(n_steps), np.empty(n_steps), np.empty(n_steps)
         correct = np.empty(n_steps)
