@@ -43,8 +43,6 @@ def plot_pareto(result: CompareResult, path: str | Path) -> Path:
     fig, ax = plt.subplots(figsize=(9.5, 6.0))
     for r in fixed:
         ax.scatter(r["mean_energy_j"], 100 * r["accuracy"], marker="s", s=36, color="0.55", zorder=2)
-        ax.annotate(r["method"].removeprefix("always "), (r["mean_energy_j"], 100 * r["accuracy"]),
-                    textcoords="offset points", xytext=(5, -9), fontsize=7, color="0.35")
     if fixed:
         ax.scatter([], [], marker="s", color="0.55", label="fixed models (always X)")
     styles = _agent_styles(result)
@@ -66,7 +64,12 @@ def plot_pareto(result: CompareResult, path: str | Path) -> Path:
                 label=f"Pareto front, deployable (HV {result.pareto['hypervolume_deployable']:.3f})")
     joules = [r["mean_energy_j"] for r in rows]
     if joules and min(joules) > 0 and max(joules) / min(joules) > 20:
+        from matplotlib.ticker import FuncFormatter, LogLocator
+
         ax.set_xscale("log")  # fixed models span orders of magnitude in joules
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.set_xlim(min(joules) / 1.4, max(joules) * 1.4)  # room for the outermost labels
     s = result.settings()
     ax.set_xlabel("mean answer energy per held-out query (J)")
     ax.set_ylabel("accuracy on held-out queries (%)")
@@ -74,8 +77,41 @@ def plot_pareto(result: CompareResult, path: str | Path) -> Path:
                  f"{_seeds(len(s['seeds']))}, {result.config.confidence:.0%} CIs)", fontsize=10)
     ax.grid(True, alpha=0.3, which="both")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    fig.tight_layout()
+    _label_fixed_models(ax, fixed, [(r["mean_energy_j"], 100 * r["accuracy"]) for r in rows])  # needs final layout
     return _save(fig, path, plt)
+
+
+def _label_fixed_models(ax, fixed: list[dict[str, Any]], points: list[tuple[float, float]]) -> None:
+    """Name each fixed model beside its square, on the side that covers the fewest markers
+    and earlier labels (a greedy search over four placements, in display pixels)."""
+    ax.autoscale_view()
+    ax.figure.tight_layout()  # final axes geometry first: placements are measured in pixels
+    frame = ax.get_window_extent()
+    to_px = ax.transData.transform
+    dpi = ax.figure.dpi
+    markers = to_px(np.array(points)) if points else np.zeros((0, 2))
+    char_w, text_h, gap = 0.55 * 7 * dpi / 72, 7 * dpi / 72, 5 * dpi / 72  # fontsize 7
+    placed: list[tuple[float, float, float, float]] = []
+    for r in sorted(fixed, key=lambda r: r["mean_energy_j"]):
+        name = r["method"].removeprefix("always ")
+        x, y = to_px((r["mean_energy_j"], 100 * r["accuracy"]))
+        w = char_w * len(name)
+        best = None
+        for dx, dy in ((1, -1), (-1, 1), (1, 1), (-1, -1)):
+            x0 = x + gap if dx > 0 else x - gap - w
+            y0 = y - gap - text_h if dy < 0 else y + gap
+            box = (x0, y0, x0 + w, y0 + text_h)
+            covered = sum(box[0] - 12 <= mx <= box[2] + 12 and box[1] - 12 <= my <= box[3] + 12 for mx, my in markers)
+            clashes = sum(not (box[2] < b[0] or b[2] < box[0] or box[3] < b[1] or b[3] < box[1]) for b in placed)
+            outside = box[0] < frame.x0 or box[2] > frame.x1 or box[1] < frame.y0 or box[3] > frame.y1
+            cost = covered + 2 * clashes + 3 * outside
+            if best is None or cost < best[0]:
+                best = (cost, dx, dy, box)
+        _, dx, dy, box = best
+        placed.append(box)
+        ax.annotate(name, (r["mean_energy_j"], 100 * r["accuracy"]), textcoords="offset points",
+                    xytext=(5 * dx, 5 * dy), ha="left" if dx > 0 else "right", va="bottom" if dy > 0 else "top",
+                    fontsize=7, color="0.35")
 
 
 def plot_selection(result: CompareResult, path: str | Path) -> Path:
