@@ -6,13 +6,15 @@ import argparse
 import json
 from pathlib import Path
 
+from routing_gym.collect.config import METERS
+
 
 def add_commands(cli) -> None:
     collect = cli.group("collect")
     run = collect.add_parser("run", help="answer every question with every model, measuring GPU energy; resumes")
     run.add_argument("config", help="collection config (.yaml, .json or .toml); see docs/collecting.md")
     run.add_argument("--out", required=True, help="run folder (created; an existing one is resumed)")
-    run.add_argument("--meter", default=None, help="override energy.meter: auto, nvml-counter, nvml-poll, replay, none")
+    run.add_argument("--meter", default=None, choices=METERS, help="override energy.meter")
     run.add_argument("--host", default=None, help="override server.ollama_host")
     run.add_argument("--data-dir", default=None, help="shared question sets (default: ROUTING_GYM_DATA_DIR)")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")

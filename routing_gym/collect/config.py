@@ -71,7 +71,7 @@ class GenerationConfig:
     seed: int = 0
     num_predict: int = 512  # maximum new tokens
     num_ctx: int = 4096  # context window (Ollama)
-    keep_alive: str = "30m"  # Ollama keeps the model resident between calls
+    keep_alive: str | float = "30m"  # Ollama keeps the model resident: a duration, or seconds (-1: forever)
     api: str = "chat"  # Ollama endpoint: chat | generate
     system_prompt: str | None = None
 
@@ -331,8 +331,6 @@ def _convert(tp: Any, value: Any, key: str, source: str) -> Any:
             raise ConfigError(f"{source}: {key}: expected a number, got {value!r}")
         return float(value)
     if tp is str:
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and key.endswith("keep_alive"):
-            return str(value)
         if not isinstance(value, str):
             raise ConfigError(f"{source}: {key}: expected text, got {value!r}")
         return value
