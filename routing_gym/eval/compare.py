@@ -70,7 +70,7 @@ HV_REFERENCE_FACTOR = 1.1
 PER_QUERY = ("correct", "energy_j", "latency_s", "mean_power_w", "rewards")
 _CI_METRICS = {"accuracy": "correct", "mean_energy_j": "energy_j", "mean_latency_s": "latency_s",
                "mean_power_w": "mean_power_w", "mean_reward": "rewards"}
-_CURVE_POINTS = 400  # regret curves are stored downsampled to this many points
+_CURVE_POINTS = 200  # regret curves are stored in results.json downsampled to this many points
 
 
 @dataclass
@@ -129,8 +129,8 @@ class RunRecord:
             "feedback": self.feedback, "deployable": self.deployable, "fit_s": self.fit_s,
             "act_ms_per_query": self.act_ms_per_query, "overhead": self.overhead,
         }
-        if self.metrics is not None:
-            data["metrics"] = self.metrics.to_dict()
+        if self.metrics is not None:  # per-benchmark numbers are reported aggregated over seeds only
+            data["metrics"] = {k: v for k, v in self.metrics.to_dict().items() if k != "per_benchmark"}
         if self.regret is not None:
             data["online_steps"] = int(len(self.regret))
             data["final_cumulative_regret"] = float(self.regret.sum())
@@ -417,8 +417,9 @@ def _pareto(rows: list[dict[str, Any]], t: Tournament, test_rows: np.ndarray) ->
 
 
 def _regret_curves(runs: list[RunRecord], t: Tournament, reward: Reward, train_split: str) -> dict[str, dict[str, Any]]:
-    """Cumulative online regret per method (mean, min, max over seeds), plus the expected
-    regret of a uniformly random router on the same training queries as a reference."""
+    """Cumulative online regret per method (mean, min, max over seeds), the per-decision
+    regret smoothed over a trailing window (mean over seeds), and the expected regret of a
+    uniformly random router on the same training queries as a reference."""
     matrix = reward.matrix(t, t.split_rows(train_split))
     random_step = float((matrix.max(axis=1) - matrix.mean(axis=1)).mean())
     curves: dict[str, dict[str, Any]] = {}
@@ -428,11 +429,17 @@ def _regret_curves(runs: list[RunRecord], t: Tournament, reward: Reward, train_s
             continue
         length = min(len(r) for r in regrets)
         cumulative = np.stack([np.cumsum(r[:length]) for r in regrets])
+        mean = cumulative.mean(axis=0)
+        window = max(1, length // 20)
+        lagged = np.concatenate([np.zeros(window), mean[:-window]]) if length > window else np.zeros(length)
         curves[method] = {
             "steps": np.arange(1, length + 1),
-            "mean": cumulative.mean(axis=0),
+            "mean": mean,
             "min": cumulative.min(axis=0),
             "max": cumulative.max(axis=0),
+            # per-decision regret averaged over the last `window` decisions (fewer at the start)
+            "smoothed_per_step": (mean - lagged) / np.minimum(np.arange(1, length + 1), window),
+            "window": window,
             "random_per_step": random_step,
             "final_mean": float(cumulative[:, -1].mean()) if length else math.nan,
             "n_seeds": len(regrets),
@@ -488,7 +495,7 @@ def write_outputs(result: CompareResult, out_dir: str | Path, plots: bool = True
 def _downsample(curve: dict[str, Any]) -> dict[str, Any]:
     length = len(curve["steps"])
     idx = np.unique(np.linspace(0, length - 1, min(length, _CURVE_POINTS)).round().astype(int)) if length else np.array([], int)
-    return {k: (v[idx].tolist() if isinstance(v, np.ndarray) else v) for k, v in curve.items()}
+    return {k: (np.round(v[idx], 4).tolist() if isinstance(v, np.ndarray) else v) for k, v in curve.items()}
 
 
 def _strict_json(value: Any) -> Any:

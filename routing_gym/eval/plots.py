@@ -146,25 +146,34 @@ def plot_selection(result: CompareResult, path: str | Path) -> Path:
 
 
 def plot_regret(result: CompareResult, path: str | Path) -> Path:
-    """Cumulative online regret (oracle reward minus obtained reward) of the agents that
-    learn online, mean over seeds with a min-max band, against a uniformly random router."""
+    """Online regret (oracle reward minus obtained reward) of the agents that learn online,
+    against a uniformly random router: cumulative (mean over seeds, min-max band) and per
+    decision over a trailing window (is the agent still improving?)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8.5, 5.0))
+    fig, (cum, step) = plt.subplots(1, 2, figsize=(12, 4.8))
     styles = _agent_styles(result)
     longest = 0
     for method, curve in result.regret.items():
         style = styles[method]
-        ax.plot(curve["steps"], curve["mean"], color=style["color"], label=f"{method} ({_seeds(curve['n_seeds'])})")
-        ax.fill_between(curve["steps"], curve["min"], curve["max"], color=style["color"], alpha=0.2, linewidth=0)
+        cum.plot(curve["steps"], curve["mean"], color=style["color"], linewidth=1.5,
+                 label=f"{method} ({_seeds(curve['n_seeds'])})")
+        cum.fill_between(curve["steps"], curve["min"], curve["max"], color=style["color"], alpha=0.12, linewidth=0)
+        full = slice(curve["window"] - 1, None)  # from the first full window: earlier points are noise
+        step.plot(curve["steps"][full], curve["smoothed_per_step"][full], color=style["color"], linewidth=1.5)
         longest = max(longest, len(curve["steps"]))
     if result.regret:
-        per_step = next(iter(result.regret.values()))["random_per_step"]
-        ax.plot([0, longest], [0, per_step * longest], color="0.4", linestyle="--", label="uniform random (expected)")
-    ax.set_xlabel("online training decision")
-    ax.set_ylabel(f"cumulative regret ({result.reward.describe()})")
-    ax.set_title(f"{result.tournament.card.name}: online regret on the training split", fontsize=10)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, frameon=False)
+        first = next(iter(result.regret.values()))
+        per_step = first["random_per_step"]
+        cum.plot([0, longest], [0, per_step * longest], color="0.4", linestyle="--", label="uniform random (expected)")
+        step.axhline(per_step, color="0.4", linestyle="--")
+        step.set_title(f"regret per decision, trailing mean over {first['window']} decisions", fontsize=10)
+    cum.set_title(f"{result.tournament.card.name}: cumulative online regret on the training split", fontsize=10)
+    cum.set_ylabel(f"regret ({result.reward.describe()})")
+    for ax in (cum, step):
+        ax.set_xlabel("online training decision")
+        ax.grid(True, alpha=0.3)
+    step.set_ylim(bottom=0)
+    cum.legend(fontsize=8, frameon=False)
     fig.tight_layout()
     return _save(fig, path, plt)
 
