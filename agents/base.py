@@ -118,7 +118,13 @@ class FitContext:
 
 class Agent(ABC):
     """Base class of every router. Subclass, set ``feedback``, implement ``fit`` and
-    ``act_batch`` (or ``act``), and register with ``@register_agent("name")``."""
+    ``act_batch`` (or ``act``), and register with ``@register_agent("name")``.
+
+    Router overhead: an agent whose routing decision itself costs something (the text
+    controller decodes tokens) sets ``self.overhead`` in ``act_batch`` to a dict of per-query
+    arrays or means, e.g. ``{"decode_s": ..., "generated_tokens": ..., "joules": ...}``;
+    ``routing-gym compare`` reports each entry beside the answer joules.
+    """
 
     name: ClassVar[str] = "agent"
     feedback: ClassVar[Feedback] = "full"
