@@ -11,8 +11,13 @@ from routing_gym.grading.base import Grader, GradeResult
 from routing_gym.grading.extract import answer_is_phrase, json_answer, last_boxed
 
 # Per-call limits for math-verify (seconds); sympy can stall on adversarial expressions.
-PARSE_TIMEOUT_S = 5
+PARSE_TIMEOUT_S = 3
 VERIFY_TIMEOUT_S = 5
+
+
+def _is_prose(text: str) -> bool:
+    plain = re.sub(r"\\[A-Za-z]+(\{[^}]*\})?", " ", text)  # drop \text{...}, \frac, ...
+    return len(re.findall(r"\b[A-Za-z]{3,}\b", plain)) >= 3
 
 
 _MATH_WORDS = {"pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "infty"}
@@ -24,6 +29,7 @@ def _strip_wrappers(answer: str) -> str:
     s = re.sub(r"^\\\(|\\\)$", "", s).strip()
     s = re.sub(r"^\\\[|\\\]$", "", s).strip()
     s = re.sub(r"[\s.]+$", "", s)  # "12." at the end of a sentence
+    s = s.strip("\"'`").strip()  # Answer: "23"
     # "1152 cups", "12 \text{ inches}": a number followed only by unit words
     m = re.fullmatch(r"(-?[\d.,/]*\d)\s*(?:\\text\{\s*[A-Za-z ]+\}|\\(?:mbox|mathrm)\{[A-Za-z ]+\}|[A-Za-z]+(?:\s+[A-Za-z]+)*)", s)
     if m:
@@ -47,11 +53,15 @@ class MathGrader(Grader):
 
     name = "math"
 
+    def __init__(self, name: str | None = None):
+        super().__init__(name)
+        self._gold_cache: dict[str, list] = {}
+
     def _grade(self, output: str, reference: Any, metadata: Mapping[str, Any]) -> GradeResult:
         candidate, how = self.extract(output)
         if candidate is None:
             return GradeResult(False, None, how)
-        gold = self._parse(str(reference))
+        gold = self._parse_reference(str(reference))
         if not gold:
             return GradeResult(False, candidate, f"math-verify could not parse the reference {reference!r}")
         pred = self._parse(candidate)
@@ -85,9 +95,23 @@ class MathGrader(Grader):
         from math_verify import parse
 
         parse_t, _ = self._timeouts()
+        if _is_prose(text):
+            # "The degree is 6, because ...": math-verify's own extraction reads prose quickly;
+            # wrapped in $...$ it would parse every word as a product of symbols (seconds).
+            result = parse(text, parsing_timeout=parse_t)
+            if result:
+                return result
         has_math_delims = re.search(r"(?<!\\)\$", text) or "\\boxed" in text
         result = parse(text if has_math_delims else f"${text}$", parsing_timeout=parse_t)
         return result if result else parse(text, parsing_timeout=parse_t)
+
+    def _parse_reference(self, reference: str) -> list:
+        # references repeat across models: parse each once per process
+        if reference not in self._gold_cache:
+            if len(self._gold_cache) > 50_000:
+                self._gold_cache.clear()
+            self._gold_cache[reference] = self._parse(reference)
+        return self._gold_cache[reference]
 
     def _verify(self, gold: list, pred: list) -> bool:
         from math_verify import verify

@@ -1,0 +1,81 @@
+"""``routing-gym data build zeroeval-math|llmrouter``: real-data tournaments from the data directory."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+BUILDS = ("zeroeval-math", "llmrouter")
+
+
+def add_commands(cli) -> None:
+    data = cli.group("data")
+    build = data.add_parser(
+        "build",
+        help="build a tournament from real public data (ZeroEval outputs or LLMRouter scores; energy derived)",
+        description="Build a tournament from the data directory (--data-dir or ROUTING_GYM_DATA_DIR) into --out. "
+        "With --download the needed files are first fetched from their public repositories at pinned commits "
+        "and verified against MANIFEST.sha256 checksums.",
+    )
+    build.add_argument("source", choices=BUILDS)
+    build.add_argument("--data-dir", default=None, help="data directory (default: ROUTING_GYM_DATA_DIR)")
+    build.add_argument("--out", required=True, help="output tournament directory")
+    build.add_argument("--download", action="store_true", help="fetch the needed files into --data-dir first")
+    build.add_argument("--download-base", default=None,
+                       help="base URL laid out as {base}/{owner}/{repo}/{commit}/{path} "
+                            "(default: ROUTING_GYM_DOWNLOAD_BASE or raw.githubusercontent.com)")
+    build.add_argument("--models", nargs="+", default=None, help="zeroeval-math: model pool (default: open-weight "
+                       "models with complete runs on both benchmarks)")
+    build.add_argument("--limit", type=int, default=None, help="zeroeval-math: first N questions per benchmark only")
+    build.add_argument("--processes", type=int, default=None, help="grading worker processes (default: all CPUs)")
+    build.add_argument("--no-text", action="store_true", help="zeroeval-math: do not store output texts")
+    build.add_argument("--seed", type=int, default=0, help="zeroeval-math: split seed")
+    build.set_defaults(func=cmd_build)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    import os
+    from pathlib import Path
+
+    from routing_gym.errors import RoutingGymError
+    from routing_gym.paths import DATA_DIR_ENV, cache_dir, data_dir
+
+    start = time.monotonic()
+    if args.download:
+        from routing_gym.sources.download import download
+
+        # download into --data-dir, else ROUTING_GYM_DATA_DIR, else the cache (created if needed)
+        root = Path(args.data_dir or os.environ.get(DATA_DIR_ENV) or cache_dir() / "data")
+        root.mkdir(parents=True, exist_ok=True)
+        files = download(args.source, root, args.download_base)
+        print(f"downloaded and verified {len(files)} files into {root} ({time.monotonic() - start:.1f} s)")
+    else:
+        root = data_dir(args.data_dir)
+    if args.source == "zeroeval-math":
+        from routing_gym.sources.zeroeval import build_zeroeval_tournament, compare_with_published
+
+        tournament, report = build_zeroeval_tournament(
+            root, args.models, limit=args.limit, processes=args.processes, keep_text=not args.no_text, seed=args.seed
+        )
+    else:
+        from routing_gym.sources.llmrouter import build_llmrouter_tournament
+
+        if args.models or args.limit:
+            raise RoutingGymError("--models and --limit apply to zeroeval-math only")
+        tournament, report = build_llmrouter_tournament(root)
+    tournament.save(args.out)
+    report.save(args.out)
+    print(f"built {tournament.card.name}: {tournament.n_queries} queries x {tournament.n_models} models "
+          f"in {time.monotonic() - start:.1f} s -> {args.out}")
+    for key, value in report.timings.items():
+        print(f"  {key}: {value:.1f}")
+    for model, reason in report.excluded_models:
+        print(f"  excluded {model}: {reason}")
+    if report.dropped:
+        print(f"  dropped {len(report.dropped)} (query, model) pairs; every one with its reason in "
+              f"{args.out}/build_report.json, e.g. {report.dropped[0]}")
+    if args.source == "zeroeval-math":
+        table = compare_with_published(report)
+        print("\nregraded accuracy vs ZeroEval's published accuracy (%):")
+        print(table.to_string(index=False))
+    return 0
