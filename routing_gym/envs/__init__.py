@@ -18,6 +18,8 @@ REPLAY_ID = "RoutingGym/Replay-v0"
 if REPLAY_ID not in gym.registry:
     gym.register(REPLAY_ID, entry_point="routing_gym.envs.routing_env:RoutingEnv")
 
+import routing_gym.sources.synthetic  # noqa: E402,F401  (registers the procedural presets and their ids)
+
 __all__ = [
     "REPLAY_ID",
     "REWARDS",

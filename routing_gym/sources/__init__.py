@@ -33,6 +33,7 @@ def register_tournament(name: str) -> Callable[[Callable[[], Tournament]], Calla
 
 
 def list_tournaments() -> list[str]:
+    _import_builtin_presets()
     shipped = [p.name for p in shipped_data_dir().iterdir() if (p / "card.json").exists()]
     return sorted(set(shipped) | set(TOURNAMENT_PRESETS) | {"default"})
 
@@ -59,9 +60,5 @@ def resolve_tournament(spec: Tournament | str | os.PathLike) -> Tournament:
 
 
 def _import_builtin_presets() -> None:
-    """Procedural presets register on import; imported lazily to keep start-up light."""
-    try:
-        import routing_gym.sources.synthetic  # noqa: F401
-    except ModuleNotFoundError as exc:  # not written yet in a partial checkout
-        if exc.name != "routing_gym.sources.synthetic":
-            raise
+    """Procedural presets register on import (done lazily: sources must not import envs)."""
+    import routing_gym.sources.synthetic  # noqa: F401
