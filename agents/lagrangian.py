@@ -9,8 +9,14 @@ online by dual (sub)gradient ascent on the observed spend:
 
 so ``mu`` rises while the agent spends more than B per query and falls back to 0 when the
 budget does not bind. Reward and joules are predicted per model by ridge regressions on the
-shared text features (the bandits' ``RidgeArms``), with a LinUCB bonus on the reward during
-training. Feedback is bandit feedback: only the chosen model's outcome is revealed.
+shared text features (the bandits' ``RidgeArms``). While training, the agent is optimistic
+about both: a LinUCB bonus ``alpha * width`` raises the predicted reward and lowers the
+predicted joules by ``alpha * width * (running RMS energy residual)``, so a model once
+mispredicted as dear is still retried. Feedback is bandit feedback: only the chosen model's
+outcome is revealed.
+
+Act-time pacing scales predicted joules by the realised / predicted ratio of the routes taken
+in training (the argmax favours models whose cost is under-predicted).
 
 Routing held-out queries (``act_batch``), no outcome is revealed, so by default the agent
 keeps pacing on its *predicted* joules: the same dual update with ``joules_hat`` in place of
@@ -45,7 +51,8 @@ class LagrangianAgent(Agent):
         dual_lr: step size of the multiplier (per query, on the spend in units of B).
         mu_init: the multiplier at the start of training.
         mu_max: cap on the multiplier (keeps one unlucky stretch from freezing the router).
-        alpha: LinUCB bonus on the predicted reward during training (0: greedy).
+        alpha: optimism while training: bonus on the predicted reward and discount on the
+            predicted joules, both ``alpha`` times the arm's confidence width (0: greedy).
         features / dim / ridge / epochs: as the linear bandits.
         pace_on_predictions: keep adapting ``mu`` on predicted joules while routing held-out
             queries (``act_batch``).

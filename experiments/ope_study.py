@@ -12,7 +12,7 @@ nominal 95 % interval.
 - Logging policies: **uniform** over the K models, and **epsilon-greedy** (``--epsilon``,
   default 0.2) around the per-benchmark best model (a typical production router).
 - Target policies: a **LinUCB** router trained on the training split, **always
-  qwen2.5-7b** (the paper's strong fixed baseline; the middle model of other pools) and the
+  qwen2.5-7b** (the paper's strong fixed baseline; the median-cost model of other pools) and the
   **per-benchmark best** model (the epsilon-greedy logger's own base policy).
 - DM/DR regressors: scikit-learn (``--regressor ridge`` on the shared text features crossed
   with the model one-hot, or ``gbm``); DR is 2-fold cross-fitted.
@@ -62,7 +62,11 @@ def per_benchmark_best(t: Tournament, rows: np.ndarray) -> np.ndarray:
 def targets(t: Tournament, rows: np.ndarray) -> dict[str, np.ndarray]:
     agent = make_agent("linucb")
     agent.fit(FitContext(t, REWARD, seed=0))
-    fixed = PREFERRED_FIXED if PREFERRED_FIXED in t.model_ids else t.model_ids[t.n_models // 2]
+    if PREFERRED_FIXED in t.model_ids:
+        fixed = PREFERRED_FIXED
+    else:  # the pool's median-cost model on the training split
+        joules = t.energy_j[t.split_rows("train")].mean(axis=0)
+        fixed = t.model_ids[int(np.argsort(joules)[t.n_models // 2])]
     return {
         "linucb": np.asarray(agent.act_batch(QueryBatch.from_rows(t, rows)), dtype=np.int64),
         f"always {fixed}": np.full(len(rows), t.model_index(fixed), dtype=np.int64),

@@ -76,7 +76,7 @@ def test_bad_schedules_are_rejected(toy):
     assert PoolEvent.parse({"step": 2, "kind": "add", "model_id": "m1"}) == PoolEvent(2, "add", "m1")
 
 
-def test_bandit_regret_curves_and_adaptation_to_a_removed_model():
+def test_bandit_regret_curves_and_adaptation_to_a_removed_model(tmp_path):
     t = make_tournament(n=900, k=4, seed=5)
     reward = Reward("gated_rank", {"lambda_e": 0.4})
     favourite = int(np.argmax(reward.matrix(t, t.split_rows("train")).mean(axis=0)))
@@ -92,3 +92,6 @@ def test_bandit_regret_curves_and_adaptation_to_a_removed_model():
     # The removal costs regret that the bandit then works off.
     window = result.windowed("linucb", window=100)
     assert window[3] > window[2] and window[-1] < window[3]
+    # The curves plot (PNG written, events marked).
+    png = result.plot(tmp_path / "regret.png", t.model_ids)
+    assert png.stat().st_size > 10_000

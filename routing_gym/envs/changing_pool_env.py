@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import gymnasium as gym
@@ -218,6 +219,44 @@ class PoolRegret:
         hits = (self.actions[agent] == model_index).mean(axis=0)
         n = len(hits) // window
         return hits[: n * window].reshape(n, window).mean(axis=1)
+
+    def plot(self, path: str | Path, model_ids: Sequence[str], window: int = 100) -> Path:
+        """PNG: cumulative regret (mean and min-max over seeds) and windowed mean regret per
+        agent, and the choice share of every model named in an event; events as vertical lines."""
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only
+        import matplotlib.pyplot as plt
+
+        fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4.4))
+        colours = matplotlib.colormaps["tab10"].colors
+        watched = list(dict.fromkeys(e.model_id for e in self.events))
+        for i, agent in enumerate(self.regret):
+            c = colours[i % len(colours)]
+            cumulative = self.cumulative(agent)
+            steps = np.arange(1, cumulative.shape[1] + 1)
+            ax1.plot(steps, cumulative.mean(axis=0), color=c, label=agent)
+            ax1.fill_between(steps, cumulative.min(axis=0), cumulative.max(axis=0), color=c, alpha=0.15)
+            centres = (np.arange(len(self.windowed(agent, window))) + 0.5) * window
+            ax2.plot(centres, self.windowed(agent, window), color=c, marker="o", ms=3, label=agent)
+            for j, model in enumerate(watched):
+                ax3.plot(centres, self.share(agent, list(model_ids).index(model), window), color=c,
+                         ls=("-", "--", ":", "-.")[j % 4], label=f"{agent}: {model}")
+        for ax in (ax1, ax2, ax3):
+            for e in self.events:
+                ax.axvline(e.step, color="k", lw=0.8, ls=":")
+            ax.set_xlabel("online decision (training stream)")
+        ax1.set_ylabel("cumulative regret vs best available model")
+        ax2.set_ylabel(f"mean regret per {window} decisions")
+        ax3.set_ylabel(f"choice share per {window} decisions")
+        ax1.set_title("; ".join(f"step {e.step}: {e.kind} {e.model_id}" for e in self.events), fontsize=8)
+        ax1.legend(fontsize=8)
+        ax3.legend(fontsize=7)
+        fig.tight_layout()
+        path = Path(path)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return path
 
 
 def pool_change_regret(
