@@ -170,7 +170,7 @@ def _limit_child(limits: SandboxLimits, ns_flags: int) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if os.geteuid() != 0:  # root ignores RLIMIT_NPROC; the guard and the PID namespace cover root
-        # bounds a fork bomb; the margin leaves room for the launcher and concurrent sandboxes
+        # bounds a fork bomb; the margin leaves room for the guard's own fork and concurrent sandboxes
         resource.setrlimit(resource.RLIMIT_NPROC, (_count_own_processes() + NPROC_MARGIN,) * 2)
 
 
