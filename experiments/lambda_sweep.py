@@ -2,7 +2,9 @@
 accuracy-energy plane, and where they jump between accuracy bands ("phase transitions").
 
 For each value of the coefficient (default: ``gated_rank``'s ``lambda_e`` from 0 to 2.9, just
-below the gate at 3) every agent is trained on the training split with that reward and scored
+below the gate at 3) every agent (the three linear bandits, PPO on a small budget of 2,048
+online steps with the first seed only, and the oracle) is trained on the training split with
+that reward and scored
 on the held-out split by ``routing_gym.eval.compare`` (bootstrap 95 % intervals over held-out
 queries of the seed-averaged per-query values). The oracle of the same reward is the
 reference: under a gated reward it always finds a correct model when one exists, so its
@@ -18,8 +20,8 @@ Outputs under ``--out`` (default ``experiments/results/lambda_sweep/<tournament>
 ``sweep.csv`` (one row per agent x value), ``transitions.csv``, ``bands.csv``, ``table.md`` and
 ``sweep.png`` (accuracy vs the coefficient, and accuracy vs joules with the fixed models).
 
-    OMP_NUM_THREADS=1 python experiments/lambda_sweep.py                      # bandits, ~2-3 min
-    OMP_NUM_THREADS=1 python experiments/lambda_sweep.py --sb3                # + PPO (2,048 steps, 1 seed)
+    OMP_NUM_THREADS=1 python experiments/lambda_sweep.py             # bandits + PPO, ~3-4 min
+    OMP_NUM_THREADS=1 python experiments/lambda_sweep.py --no-sb3    # bandits only, ~2 min
     OMP_NUM_THREADS=1 python experiments/lambda_sweep.py --reward greenserv --grid 0 0.1 0.2 0.3 0.4 0.49
 """
 
@@ -201,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reward", default="gated_rank")
     parser.add_argument("--grid", type=float, nargs="+", default=list(DEFAULT_GRID))
     parser.add_argument("--agents", nargs="+", default=list(DEFAULT_AGENTS))
-    parser.add_argument("--sb3", action="store_true", help=f"add PPO ({SB3_STEPS} steps, first seed only)")
+    parser.add_argument("--no-sb3", dest="sb3", action="store_false", help=f"skip PPO ({SB3_STEPS} steps, first seed only)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--jump", type=float, default=0.05, help="minimum accuracy change of a transition")
     parser.add_argument("--n-bootstrap", type=int, default=1000)
