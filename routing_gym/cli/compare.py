@@ -20,7 +20,7 @@ def add_commands(cli) -> None:
     p.add_argument("--tournament", default="default", help="tournament directory or preset name (default: %(default)s)")
     p.add_argument("--agents", default="default",
                    help="comma-separated registered agent names; 'default' = the fast Table 2 set "
-                   "(fixed-*, random, oracle, bandits, knn, uniroute, routellm, greenserv; smoothie where the tournament logs answer texts); 'all' = every registered agent")
+                   "(fixed-*, random, oracle, bandits, knn, uniroute, routellm, greenserv; smoothie where the tournament logs answer texts); 'all' = every registered agent; 'default' may be combined, e.g. default,ppo,dqn")
     p.add_argument("--list-agents", action="store_true", help="print the registered agents and exit")
     p.add_argument("--seeds", type=int, default=5, help="seeds per agent, 0..N-1 (default: %(default)s)")
     p.add_argument("--lambda-e", type=float, default=SUMMARY_LAMBDA_E, help="gated_rank energy coefficient (default: %(default)s)")

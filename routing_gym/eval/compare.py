@@ -200,13 +200,14 @@ def resolve_agent_names(agents: Sequence[str] | None, has_output_text: bool = Fa
     from routing_gym_agents import list_agents
 
     registered = list_agents()
+    defaults = [a for a in DEFAULT_AGENTS + (DEFAULT_OUTPUT_INFORMED if has_output_text else ()) if a in registered]
     if agents is None:
-        defaults = DEFAULT_AGENTS + (DEFAULT_OUTPUT_INFORMED if has_output_text else ())
-        names = [a for a in defaults if a in registered]
-        if not names:
+        if not defaults:
             raise RoutingGymError(f"none of the default agents is registered; registered: {', '.join(registered) or '(none)'}")
-        return names
-    names = list(dict.fromkeys(a.strip() for a in agents if a.strip()))
+        return defaults
+    # "default" inside a list expands to the default set, e.g. "default,ppo,dqn".
+    expanded = [d for a in agents for d in (defaults if a.strip() == "default" else [a.strip()])]
+    names = list(dict.fromkeys(a for a in expanded if a))
     for name in names:
         if name not in registered:
             raise UnknownNameError("agent", name, registered)
