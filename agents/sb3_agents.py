@@ -112,6 +112,7 @@ class SB3Agent(Agent):
         self.n_models: int | None = None
         self.model_ids: list[str] | None = None
         self.collapse: Any = None  # the CollapseTracker of the last fit
+        self.with_difficulty = False
 
     # ------------------------------------------------------------------ training
     def sb3_kwargs(self) -> dict[str, Any]:
@@ -136,6 +137,7 @@ class SB3Agent(Agent):
         seed = ctx.seed if self.seed is None else self.seed
         env = BoxObservation(ctx.make_env(), fit_split=ctx.train_split, **self.features)
         self.featurizer = env.featurizer
+        self.with_difficulty = env.with_difficulty
         self.n_models = ctx.n_models
         self.model_ids = list(ctx.tournament.model_ids)
         cls = {"ppo": PPO, "a2c": A2C, "dqn": DQN}[self.algo]
@@ -169,8 +171,7 @@ class SB3Agent(Agent):
         """The Box observations of a batch (same features as during training)."""
         self._check_fitted()
         x = self.featurizer.transform(batch.texts, batch.benchmarks)
-        expected = self.model.observation_space.shape[0]
-        if x.shape[1] == expected - 1:  # trained with include_difficulty: append it
+        if self.with_difficulty:  # trained with include_difficulty: the last column
             if batch.difficulty is None:
                 raise RoutingGymError("this agent was trained with difficulty in its observation; the batch has none")
             x = np.hstack([x, np.asarray(batch.difficulty, dtype=np.float32).reshape(-1, 1)])

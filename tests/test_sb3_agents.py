@@ -167,3 +167,14 @@ def test_sb3_env_checker_accepts_the_training_env(signal):
 
     ctx = FitContext(signal, Reward())
     check_env(BoxObservation(ctx.make_env(), dim=8), warn=True)
+
+
+def test_difficulty_in_the_observation_is_kept_at_routing_time(toy):
+    agent = make_agent("a2c", total_timesteps=64, features={"dim": 8})
+    agent.fit(FitContext(toy, Reward(), env_kwargs={"include_difficulty": True}))
+    assert agent.model.observation_space.shape == (8 + len(toy.benchmarks) + 1,)
+    batch = QueryBatch.from_rows(toy, toy.split_rows("test"))
+    assert agent.act_batch(batch).shape == (len(batch),)
+    batch.difficulty = None
+    with pytest.raises(RoutingGymError, match="trained with difficulty"):
+        agent.act_batch(batch)

@@ -68,8 +68,8 @@ class BoxObservation(gym.Wrapper):
         self.featurizer = featurizer
         # Feature row of every query of the env's split, keyed by tournament row.
         features = featurizer.transform(base.prompts, tournament.benchmark_codes[base.rows])
-        self._difficulty_col = "difficulty" in base.observation_space.spaces
-        if self._difficulty_col:
+        self.with_difficulty: bool = "difficulty" in base.observation_space.spaces
+        if self.with_difficulty:
             difficulty = base.tournament.queries["difficulty"].to_numpy(dtype=np.float32)[base.rows]
             features = np.hstack([features, difficulty[:, None]])
         bounded = featurizer.config.kind in _BOUNDED_KINDS
@@ -83,13 +83,6 @@ class BoxObservation(gym.Wrapper):
     @property
     def n_features(self) -> int:
         return int(self.observation_space.shape[0])
-
-    def features_of_rows(self, rows: np.ndarray) -> np.ndarray:
-        """Feature rows of tournament rows in the env's split (a copy)."""
-        try:
-            return self._features[[self._position_of_row[int(r)] for r in np.asarray(rows).reshape(-1)]]
-        except KeyError as exc:
-            raise RoutingGymError(f"tournament row {exc.args[0]} is not in the env's split") from None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)

@@ -467,9 +467,9 @@ def plot_selection_shares(
         for h, lab in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(lab, h)
     fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=min(len(seen), 9), fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.tight_layout(rect=(0, 0.4 / fig.get_figheight(), 1, 1))  # ~0.4 inch strip for the legend
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
