@@ -1,0 +1,218 @@
+"""Configuration of the text controller (TRL style: one dataclass per trainer, next to it).
+
+``ControllerConfig`` groups the model, LoRA, prompt, SFT, GRPO and evaluation settings.
+Agents take it whole (``config=``) or as flat keyword overrides (``sft_max_steps=20``,
+``grpo_beta=0.04``, ``lora_r=8``, ``model="Qwen/Qwen2.5-1.5B-Instruct"``), which is how
+``routing-gym compare --agent-kwargs`` and the registry variants pass them.
+
+The defaults are sized for the offline CPU run (SmolLM2-135M-Instruct on 2 cores, well
+under 30 minutes for SFT + GRPO, see ``experiments/bench_text_controller.py``). For the
+paper's setting on a GPU pass ``model="Qwen/Qwen2.5-1.5B-Instruct"``, ``dtype="bfloat16"``,
+``lora_top_layers=None`` (adapt every layer) and larger step budgets.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+from routing_gym_agents.controller_prompt import FORMATS, OutputFormat
+
+OFFLINE_PREFIX = "offline:"
+DEFAULT_MODEL = OFFLINE_PREFIX + "smollm2-135m-instruct"  # routing_gym.offline_llm, from PyPI
+CHOICE_MAX_NEW_TOKENS = 8  # "Choice: C" is 4 tokens plus end of turn
+RATIONALE_MAX_NEW_TOKENS = 40  # the templated sentence is 15-30 tokens
+
+
+@dataclass
+class ModelSettings:
+    """Which causal LM writes the choice, and where it runs."""
+
+    # "offline:<name>" loads a model of routing_gym.offline_llm (no Hub access needed);
+    # anything else is a Hugging Face model id or a local model directory.
+    name_or_path: str = DEFAULT_MODEL
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"  # bf16 only on a GPU
+    device: str = "auto"  # "auto": cuda when available, else cpu
+    chat_template: bool | None = None  # None: use the tokenizer's chat template when it has one
+
+
+@dataclass
+class LoraSettings:
+    """Optional LoRA adapters (peft). With LoRA, SFT's adapter is merged before GRPO, so the
+    KL-GRPO reference (the adapter switched off) is the SFT model."""
+
+    enabled: bool = True
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    # Adapt only the top N decoder layers: back-propagation then stops there, which makes a
+    # training step about twice as cheap on CPU. None adapts every layer.
+    top_layers: int | None = 8
+
+
+@dataclass
+class PromptSettings:
+    output_format: OutputFormat = "choice"  # "choice" or "rationale"
+    include_difficulty: bool = False  # show the query's difficulty field (tournaments that have one)
+    max_question_chars: int = 300  # questions are cut here (prompt tokens are router cost)
+
+
+@dataclass
+class SFTSettings:
+    """Supervised fine-tuning toward ``oracle_targets`` (TRL ``SFTTrainer``)."""
+
+    energy_coef: float = 0.5  # lambda_e of gated_rank for the targets (the paper's SFT value)
+    tie_break: str = "auto"  # oracle_targets tie rule
+    max_steps: int = 60
+    batch_size: int = 8
+    learning_rate: float = 5e-4
+    warmup_steps: int = 5
+    max_train_queries: int | None = 480  # seeded subsample of the training split; None: all
+    max_length: int = 512  # tokens per prompt + completion (TRL truncates beyond)
+    # Start from a saved controller (an agent directory from ``save``) or a model directory
+    # and skip SFT: e.g. run grpo and kl-grpo from one SFT checkpoint.
+    checkpoint: str | None = None
+
+
+@dataclass
+class GRPOSettings:
+    """GRPO on replayed rewards (TRL ``GRPOTrainer``); ``beta > 0`` is KL-GRPO."""
+
+    energy_coef: float = 0.4  # lambda_e of gated_rank for the RL reward (the paper's RL value)
+    reward_from_context: bool = False  # train on FitContext.reward instead of gated_rank(lambda_e)
+    max_steps: int = 30
+    num_generations: int = 4  # group size: completions sampled per prompt
+    prompts_per_step: int = 2  # prompts per optimizer step (x num_generations completions)
+    learning_rate: float = 2e-4
+    beta: float = 0.0  # KL coefficient to the SFT model; > 0 makes KL-GRPO
+    temperature: float = 1.0
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    loss_type: str = "dapo"
+    # Subtract each query's mean reward over the K models (the reward of a uniform random
+    # route), so a reward reads as "better than random routing". GRPO's group baseline
+    # removes per-query offsets anyway; centering matters with scale_rewards="batch".
+    reward_centering: bool = False
+    max_completion_length: int | None = None  # None: 8 tokens (choice) / 40 (rationale)
+    max_train_queries: int | None = None  # seeded subsample of the training split; None: all
+    # Choice format: exact expected reward of the policy on this many GRPO training queries,
+    # before and after GRPO (one forward pass each); 0 turns it off.
+    probe_queries: int = 32
+
+
+@dataclass
+class EvalSettings:
+    batch_size: int = 16  # greedy decoding batch on held-out queries
+    prefix_cache: bool = True  # compute the shared instructions + legend once, reuse their KV cache
+    max_new_tokens: int | None = None  # None: as max_completion_length
+    # Controller joules: a routing_gym.collect.meters kind ("auto": NVML when the controller
+    # runs on a GPU, nothing on CPU; "none"; "replay" for synthetic test energies).
+    meter: str = "auto"
+
+
+@dataclass
+class ControllerConfig:
+    model: ModelSettings = field(default_factory=ModelSettings)
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    prompt: PromptSettings = field(default_factory=PromptSettings)
+    sft: SFTSettings = field(default_factory=SFTSettings)
+    grpo: GRPOSettings = field(default_factory=GRPOSettings)
+    eval: EvalSettings = field(default_factory=EvalSettings)
+    seed: int | None = None  # None: FitContext.seed
+    output_dir: str | None = None  # trainer scratch space; None: a temporary directory
+    progress: bool | None = None  # tqdm/trainer progress bars; None: FitContext.progress
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        if self.prompt.output_format not in FORMATS:
+            raise ValueError(f"prompt.output_format must be one of {FORMATS}, got {self.prompt.output_format!r}")
+        g = self.grpo
+        if g.num_generations < 2:
+            raise ValueError(f"grpo.num_generations (group size) must be >= 2, got {g.num_generations}")
+        if g.prompts_per_step < 1:
+            raise ValueError(f"grpo.prompts_per_step must be >= 1, got {g.prompts_per_step}")
+        if g.beta < 0:
+            raise ValueError(f"grpo.beta (KL coefficient) must be >= 0, got {g.beta}")
+        if g.scale_rewards not in ("group", "batch", "none"):
+            raise ValueError(f"grpo.scale_rewards must be 'group', 'batch' or 'none', got {g.scale_rewards!r}")
+        for name, section in (("sft", self.sft), ("grpo", self.grpo)):
+            if section.max_steps < 0:
+                raise ValueError(f"{name}.max_steps must be >= 0, got {section.max_steps}")
+            if section.max_train_queries is not None and section.max_train_queries < 1:
+                raise ValueError(f"{name}.max_train_queries must be >= 1 or None, got {section.max_train_queries}")
+        if self.sft.batch_size < 1 or self.eval.batch_size < 1:
+            raise ValueError("batch sizes must be >= 1")
+        if self.lora.top_layers is not None and self.lora.top_layers < 1:
+            raise ValueError(f"lora.top_layers must be >= 1 or None, got {self.lora.top_layers}")
+
+    @property
+    def max_completion_length(self) -> int:
+        if self.grpo.max_completion_length is not None:
+            return self.grpo.max_completion_length
+        return CHOICE_MAX_NEW_TOKENS if self.prompt.output_format == "choice" else RATIONALE_MAX_NEW_TOKENS
+
+    @property
+    def eval_max_new_tokens(self) -> int:
+        return self.eval.max_new_tokens or self.max_completion_length
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_kwargs(cls, base: ControllerConfig | None = None, **overrides: Any) -> ControllerConfig:
+        """A config from flat overrides: ``<section>_<field>`` (``sft_max_steps``), a
+        top-level field (``seed``), or an alias (``model``, ``format``, ``beta``, ``lora``)."""
+        config = cls() if base is None else copy.deepcopy(base)  # never mutate the caller's config
+        for key, value in overrides.items():
+            section, name = _resolve_key(key)
+            target = config if section is None else getattr(config, section)
+            if name == "target_modules" and isinstance(value, list):
+                value = tuple(value)
+            setattr(target, name, value)
+        config.validate()
+        return config
+
+
+_ALIASES = {
+    "model": ("model", "name_or_path"),
+    "format": ("prompt", "output_format"),
+    "output_format": ("prompt", "output_format"),
+    "include_difficulty": ("prompt", "include_difficulty"),
+    "beta": ("grpo", "beta"),
+    "lora": ("lora", "enabled"),
+    "dtype": ("model", "dtype"),
+    "device": ("model", "device"),
+}
+_SECTIONS = ("model", "lora", "prompt", "sft", "grpo", "eval")
+
+
+def _resolve_key(key: str) -> tuple[str | None, str]:
+    if key in _ALIASES:
+        return _ALIASES[key]
+    top = {f.name for f in fields(ControllerConfig)} - set(_SECTIONS)
+    if key in top:
+        return None, key
+    for section in _SECTIONS:
+        prefix = section + "_"
+        if key.startswith(prefix):
+            name = key[len(prefix):]
+            known = {f.name for f in fields(_SECTION_TYPES[section])}
+            if name in known:
+                return section, name
+    valid = sorted(_ALIASES) + sorted(top) + [
+        f"{s}_{f.name}" for s in _SECTIONS for f in fields(_SECTION_TYPES[s])
+    ]
+    raise TypeError(f"unknown text-controller option {key!r}; valid options: {', '.join(valid)}")
+
+
+_SECTION_TYPES: dict[str, type] = {
+    "model": ModelSettings,
+    "lora": LoraSettings,
+    "prompt": PromptSettings,
+    "sft": SFTSettings,
+    "grpo": GRPOSettings,
+    "eval": EvalSettings,
+}

@@ -1,0 +1,156 @@
+"""The text controller as registered agents: a small LM reads the question and writes its
+routing choice (the reference paper's router).
+
+- ``sft``: supervised fine-tuning toward the oracle route (``gated_rank``, lambda_e = 0.5);
+- ``grpo``: SFT, then GRPO on rewards replayed from the tournament (lambda_e = 0.4);
+- ``kl-grpo``: the same with a KL penalty (``beta = 0.04``) toward the SFT model.
+
+Every option of ``ControllerConfig`` is a keyword (``make_agent("grpo", grpo_max_steps=50,
+format="rationale", model="Qwen/Qwen2.5-1.5B-Instruct", dtype="bfloat16")``). Held-out
+routing is greedy; each ``act_batch`` records the controller's own cost per query in
+``overhead_`` (prompt and generated tokens, decode seconds, and joules when an energy meter
+is available), which ``routing-gym compare`` reads through ``overhead``.
+
+torch, transformers and TRL are imported only when an agent is fitted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from routing_gym_agents.base import Agent, FitContext, QueryBatch
+from routing_gym_agents.controller_config import ControllerConfig
+from routing_gym_agents.controller_prompt import INVALID, ModelLegend, PromptBuilder, parse_choices
+from routing_gym_agents.registry import register_agent
+
+KL_GRPO_BETA = 0.04
+
+
+@register_agent("sft", stage="sft")
+@register_agent("grpo", stage="grpo")
+@register_agent("kl-grpo", stage="grpo", grpo_beta=KL_GRPO_BETA)
+class TextControllerAgent(Agent):
+    """SFT -> GRPO / KL-GRPO text controller (TRL). See ``controller_trainer`` for the recipe."""
+
+    name = "text-controller"
+    feedback = "full"  # SFT targets and replayed GRPO rewards read the whole training table
+
+    def __init__(self, stage: str = "sft", config: ControllerConfig | None = None, **overrides: Any) -> None:
+        if stage not in ("sft", "grpo"):
+            raise ValueError(f"stage must be 'sft' or 'grpo', got {stage!r}")
+        self.stage = stage
+        self.config = ControllerConfig.from_kwargs(config, **overrides)
+        self.model_: Any = None
+        self.tokenizer_: Any = None
+        self.builder_: PromptBuilder | None = None
+        self.chat_: bool = True
+        self.logs_: dict[str, Any] = {}
+        self.overhead_: dict[str, Any] = {}
+        self.completions_: list[str] = []
+
+    # ------------------------------------------------------------------ training
+    def fit(self, ctx: FitContext) -> dict[str, Any]:
+        from routing_gym_agents.controller_trainer import train_controller
+
+        trained = train_controller(self.config, ctx, self.stage)
+        self.model_, self.tokenizer_ = trained.model, trained.tokenizer
+        self.builder_, self.chat_ = trained.builder, trained.chat
+        self.logs_ = trained.logs
+        logs = dict(trained.logs)
+        # Training-time cost (compare reports these as fit_overhead_<name>).
+        logs["overhead"] = {k: logs[k] for k in ("load_s", "sft_s", "train_s") if k in logs}
+        if "grpo" in logs:
+            logs["overhead"]["grpo_s"] = logs["grpo"]["grpo_s"]
+        return logs
+
+    # ------------------------------------------------------------------ routing
+    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+        completions = self.complete(batch)
+        return parse_choices(completions, self.builder_.legend.k)
+
+    def complete(self, batch: QueryBatch) -> list[str]:
+        """Greedy completions for ``batch``; also sets ``overhead_`` and ``completions_``."""
+        from routing_gym_agents.controller_trainer import generate_greedy
+
+        if self.model_ is None or self.builder_ is None:
+            raise RuntimeError(f"{self.name}: call fit() (or load()) before routing")
+        self._check_pool(batch)
+        prompts = self.builder_.prompts(list(batch.texts), batch.difficulty, self.chat_)
+        texts, overhead = generate_greedy(
+            self.model_, self.tokenizer_, prompts, self.chat_,
+            max_new_tokens=self.config.eval_max_new_tokens,
+            batch_size=self.config.eval.batch_size,
+            meter=self.config.eval.meter,
+            prefix_cache=self.config.eval.prefix_cache,
+            progress=bool(self.config.progress),
+        )
+        self.completions_ = texts
+        actions = parse_choices(texts, self.builder_.legend.k)
+        self.overhead_ = {**overhead, "invalid": (actions == INVALID).astype(float)}
+        return texts
+
+    @property
+    def overhead(self) -> dict[str, Any]:
+        """Per-query controller cost of the last ``act_batch`` (read by ``routing-gym compare``)."""
+        return self.overhead_
+
+    def _check_pool(self, batch: QueryBatch) -> None:
+        legend = self.builder_.legend
+        if batch.tournament is not None and list(batch.tournament.model_ids) != list(legend.model_ids):
+            raise ValueError(
+                f"{self.name} was trained on models {list(legend.model_ids)} but the batch's tournament has "
+                f"{list(batch.tournament.model_ids)}; the letter legend would not match"
+            )
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> None:
+        """A directory: the Hugging Face model and tokenizer plus ``controller.json``."""
+        if self.model_ is None or self.builder_ is None:
+            raise RuntimeError(f"{self.name}: nothing to save before fit()")
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.model_.save_pretrained(path / "model")
+        self.tokenizer_.save_pretrained(path / "model")
+        legend = self.builder_.legend
+        meta = {
+            "name": self.name,
+            "stage": self.stage,
+            "config": self.config.to_dict(),
+            "chat": self.chat_,
+            "legend": {"model_ids": list(legend.model_ids), "params_b": list(legend.params_b)},
+        }
+        (path / "controller.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> TextControllerAgent:
+        from routing_gym_agents.controller_trainer import load_model
+
+        path = Path(path)
+        meta_file = path / "controller.json"
+        if not meta_file.is_file():
+            raise FileNotFoundError(f"{path} is not a saved text controller (no controller.json)")
+        meta = json.loads(meta_file.read_text())
+        config = _config_from_dict(meta["config"])
+        agent = cls(stage=meta["stage"], config=config)
+        agent.name = meta.get("name", agent.name)
+        agent.model_, agent.tokenizer_ = load_model(config.model, path=str(path / "model"))
+        agent.model_.eval()
+        agent.chat_ = bool(meta["chat"])
+        legend = ModelLegend(tuple(meta["legend"]["model_ids"]), tuple(float(p) for p in meta["legend"]["params_b"]))
+        p = config.prompt
+        agent.builder_ = PromptBuilder(legend, p.output_format, p.include_difficulty, p.max_question_chars)
+        return agent
+
+
+def _config_from_dict(data: dict[str, Any]) -> ControllerConfig:
+    from routing_gym_agents.controller_config import _SECTION_TYPES
+
+    sections = {name: cls(**data[name]) for name, cls in _SECTION_TYPES.items()}
+    if isinstance(sections["lora"].target_modules, list):
+        sections["lora"].target_modules = tuple(sections["lora"].target_modules)
+    top = {k: v for k, v in data.items() if k not in _SECTION_TYPES}
+    return ControllerConfig(**sections, **top)

@@ -1,0 +1,165 @@
+"""Text controller prompt, parser, SFT targets and config (no model, no torch)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from routing_gym.envs import Reward, oracle_targets
+from routing_gym_agents.controller_config import ControllerConfig
+from routing_gym_agents.controller_prompt import (
+    INVALID,
+    ModelLegend,
+    PromptBuilder,
+    completion_text,
+    parse_choice,
+    parse_choices,
+    rationale_sentence,
+    target_completion,
+)
+
+LEGEND = ModelLegend(("qwen2.5-0.5b", "qwen2.5-7b", "deepseek-r1-distill-32b", "mystery"), (0.49, 7.62, 32.8, float("nan")))
+
+
+@pytest.mark.parametrize("fmt", ["choice", "rationale"])
+def test_parser_round_trips_every_letter_in_both_formats(toy, fmt):
+    builder = PromptBuilder(ModelLegend.from_tournament(toy), fmt)
+    for row in range(8):
+        for k in range(toy.n_models):
+            text = target_completion(builder, k, toy.correct[row], toy.energy_j[row])
+            assert parse_choice(text, toy.n_models) == k
+            # The same text as TRL hands a conversational completion to a reward function.
+            assert parse_choice([{"role": "assistant", "content": text}], toy.n_models) == k
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Choice: B", 1),
+        ("choice:C", 2),
+        ("choice: c", INVALID),
+        ("CHOICE :  (D)", 3),
+        ("Choice: [A].", 0),
+        ("The small model is enough.\nChoice: A", 0),
+        ("Choice: A\nChoice: A", 0),  # repeated but consistent
+        ("Choice: A or Choice: B", INVALID),  # a hedge is credited to no model
+        ("Choice: E", INVALID),  # beyond the 4 letters of the legend
+        ("Choice: Z", INVALID),
+        ("Choice: a small model", INVALID),  # lower case is prose, not the letter A
+        ("Choice: Apple", INVALID),
+        ("Choice: B2", INVALID),
+        ("B", INVALID),
+        ("The answer is A.", INVALID),
+        ("", INVALID),
+        ("Choice:", INVALID),
+    ],
+)
+def test_parser_valid_and_invalid(text, expected):
+    assert parse_choice(text, 4) == expected
+
+
+def test_parse_choices_and_bad_inputs():
+    np.testing.assert_array_equal(parse_choices(["Choice: A", "nope", "Choice: D"], 4), [0, -1, 3])
+    with pytest.raises(ValueError, match="k must be"):
+        parse_choice("Choice: A", 0)
+    with pytest.raises(ValueError, match="k must be"):
+        parse_choice("Choice: A", 27)
+    with pytest.raises(TypeError, match="int"):
+        completion_text(3)
+    # Only the assistant's words count in a message list.
+    assert parse_choice([{"role": "user", "content": "Choice: B"}, {"role": "assistant", "content": "Choice: C"}], 4) == 2
+
+
+def test_prompt_holds_question_legend_and_optional_difficulty():
+    builder = PromptBuilder(LEGEND, "choice", include_difficulty=True, max_question_chars=30)
+    system, user = (m["content"] for m in builder.messages("What   is 2+2?\nThink hard, then answer in detail please.", 0.25))
+    assert "A: qwen2.5-0.5b (0.49B)" in system
+    assert "B: qwen2.5-7b (7.6B)" in system
+    assert "C: deepseek-r1-distill-32b (33B)" in system
+    assert "D: mystery (size unknown)" in system
+    assert "A-D" in system
+    assert user.startswith("Question: What is 2+2? Think hard, then")
+    assert user.splitlines()[0].endswith(" ...")  # cut at max_question_chars
+    assert user.endswith("Difficulty: 0.25")
+    assert "Difficulty" not in PromptBuilder(LEGEND).user("q")
+    plain = builder.plain("q?", 0.5)
+    assert plain.startswith(builder.system()) and plain.endswith("Answer:\n")
+    rationale = PromptBuilder(LEGEND, "rationale").system()
+    assert "Reason: " in rationale and "Choice: X" in rationale
+    with pytest.raises(ValueError, match="difficulty"):
+        builder.user("q", None)
+    with pytest.raises(ValueError, match="no difficulty column"):
+        builder.prompts(["q"], None, chat=True)
+    with pytest.raises(ValueError, match="output format"):
+        PromptBuilder(LEGEND, "json")  # type: ignore[arg-type]
+
+
+def test_legend_limits():
+    with pytest.raises(ValueError, match="at most 26"):
+        ModelLegend(tuple(f"m{i}" for i in range(27)), tuple(1.0 for _ in range(27)))
+    with pytest.raises(ValueError, match="at least one"):
+        ModelLegend((), ())
+    with pytest.raises(ValueError, match="sizes"):
+        ModelLegend(("a", "b"), (1.0,))
+    with pytest.raises(IndexError):
+        LEGEND.letter(4)
+
+
+def test_rationale_states_only_logged_facts():
+    energy = np.array([10.0, 50.0, 300.0, 20.0])
+    # Lowest-energy fully correct model.
+    s = rationale_sentence(LEGEND, 1, np.array([0.0, 1.0, 1.0, 0.0]), energy)
+    assert s == "qwen2.5-7b answered correctly with the fewest joules."
+    # Nobody correct: the cheapest model is the target.
+    s = rationale_sentence(LEGEND, 0, np.zeros(4), energy)
+    assert s == "no model answered correctly, and qwen2.5-0.5b uses the fewest joules."
+    assert rationale_sentence(LEGEND, 2, np.zeros(4), energy) == "no model answered correctly."
+    # A fractional target: its logged pass rate and joules, nothing else.
+    s = rationale_sentence(LEGEND, 2, np.array([0.0, 0.0, 0.75, 0.0]), energy)
+    assert s == "deepseek-r1-distill-32b had the best energy-weighted reward, 75% correct at 300 J."
+    # A correct target that is not the cheapest correct one never gets the "fewest joules" claim.
+    s = rationale_sentence(LEGEND, 2, np.array([0.0, 1.0, 1.0, 0.0]), energy)
+    assert "fewest" not in s and "100% correct at 300 J" in s
+
+
+def test_rationale_targets_follow_oracle_targets(toy):
+    reward = Reward("gated_rank", {"lambda_e": 0.5})
+    rows = toy.split_rows("train")
+    targets = oracle_targets(toy, reward, rows=rows)
+    builder = PromptBuilder(ModelLegend.from_tournament(toy), "rationale")
+    texts = [target_completion(builder, int(a), toy.correct[r], toy.energy_j[r]) for a, r in zip(targets, rows)]
+    np.testing.assert_array_equal(parse_choices(texts, toy.n_models), targets)
+    for text, a, r in zip(texts, targets, rows):
+        sentence, line = text.split("\n")
+        assert line == f"Choice: {'ABCD'[a]}"
+        assert toy.model_ids[a] in sentence
+        if toy.correct[r].max() <= 0:
+            assert sentence.startswith("Reason: no model answered correctly, and")
+            assert toy.energy_j[r, a] == toy.energy_j[r].min()
+        elif "fewest joules" in sentence:
+            assert toy.correct[r, a] == 1
+            assert toy.energy_j[r, a] == toy.energy_j[r][toy.correct[r] >= 1].min()
+    # Deterministic: the same facts give the same text.
+    again = [target_completion(builder, int(a), toy.correct[r], toy.energy_j[r]) for a, r in zip(targets, rows)]
+    assert again == texts
+    with pytest.raises(ValueError, match="outcomes"):
+        target_completion(builder, 0)
+
+
+def test_config_flat_overrides_and_errors():
+    c = ControllerConfig.from_kwargs(sft_max_steps=3, grpo_beta=0.1, format="rationale", model="some/model", lora=False, seed=7)
+    assert (c.sft.max_steps, c.grpo.beta, c.prompt.output_format, c.model.name_or_path, c.lora.enabled, c.seed) == (
+        3, 0.1, "rationale", "some/model", False, 7,
+    )
+    assert c.max_completion_length == 40 and ControllerConfig().max_completion_length == 8
+    base = ControllerConfig()
+    derived = ControllerConfig.from_kwargs(base, grpo_num_generations=8)
+    assert base.grpo.num_generations == 4 and derived.grpo.num_generations == 8  # base untouched
+    with pytest.raises(TypeError, match="unknown text-controller option 'sft_steps'.*sft_max_steps"):
+        ControllerConfig.from_kwargs(sft_steps=3)
+    with pytest.raises(ValueError, match="group size"):
+        ControllerConfig.from_kwargs(grpo_num_generations=1)
+    with pytest.raises(ValueError, match="beta"):
+        ControllerConfig.from_kwargs(beta=-1.0)
+    with pytest.raises(ValueError, match="output_format"):
+        ControllerConfig.from_kwargs(format="json")

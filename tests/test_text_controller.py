@@ -1,0 +1,181 @@
+"""Text controller: real SFT, GRPO and KL-GRPO with TRL on the offline SmolLM2-135M-Instruct.
+
+Budgets are a handful of steps on a 4-model subset of the procedural ``paper-pool``
+tournament (a short legend keeps prompts near 150 tokens). The converted model is cached by
+``routing_gym.offline_llm`` (first run: download and convert, ~1-2 minutes).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+torch.set_num_threads(1)
+
+from routing_gym.envs import Reward  # noqa: E402
+from routing_gym.sources import resolve_tournament  # noqa: E402
+from routing_gym.tournament import Outcomes  # noqa: E402
+from routing_gym_agents import FitContext, QueryBatch, list_agents, make_agent  # noqa: E402
+from routing_gym_agents.controller_prompt import INVALID  # noqa: E402
+from routing_gym_agents.controller_trainer import RoutingReward, write_training_report  # noqa: E402
+from routing_gym_agents.text_controller import KL_GRPO_BETA, TextControllerAgent  # noqa: E402
+
+MODELS = ["qwen2.5-0.5b", "qwen2.5-3b", "qwen2.5-7b", "deepseek-r1-distill-32b"]
+# Tiny budgets: LoRA on the top layers with a high learning rate learns the format in ~10 steps.
+FAST = dict(prompt_max_question_chars=80, sft_batch_size=2, sft_learning_rate=2e-3, eval_batch_size=10)
+N_HELD_OUT = 20  # >= 95 % valid means at most one invalid completion
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return resolve_tournament("paper-pool").subset(models=MODELS)
+
+
+@pytest.fixture(scope="module")
+def ctx(pool):
+    return FitContext(pool, Reward("gated_rank", {"lambda_e": 0.4}), seed=0)
+
+
+@pytest.fixture(scope="module")
+def held_out(pool):
+    return QueryBatch.from_rows(pool, pool.split_rows("test")[:N_HELD_OUT])
+
+
+@pytest.fixture(scope="module")
+def sft_choice(ctx):
+    agent = make_agent("sft", **FAST, sft_max_steps=10, sft_max_train_queries=20)
+    return agent, agent.fit(ctx)
+
+
+@pytest.fixture(scope="module")
+def sft_checkpoint(sft_choice, tmp_path_factory):
+    path = tmp_path_factory.mktemp("controller") / "sft"
+    sft_choice[0].save(path)
+    return path
+
+
+# ---------------------------------------------------------------------- no model
+def test_reward_function_replays_the_chosen_models_logged_outcome(pool):
+    reward = Reward("gated_rank", {"lambda_e": 0.4})
+    rows = pool.split_rows("train")[:3]
+    o = pool.outcomes(rows)
+    matrix = reward(o).total
+    fn = RoutingReward(reward, MODELS)
+    logged: dict[str, list[float]] = {}
+    completions = [[{"role": "assistant", "content": "Choice: B"}], "Choice: D", "no idea"]
+    kwargs = {name: [list(map(float, r)) for r in getattr(o, name)] for name in Outcomes._fields}
+    got = fn(prompts=["p"] * 3, completions=completions, **kwargs,
+             log_metric=lambda k, v: logged.setdefault(k, []).append(v))
+    assert got == pytest.approx([matrix[0, 1], matrix[1, 3], reward.invalid_penalty])
+    assert logged["route/valid_rate"] == [pytest.approx(2 / 3)]
+    assert logged["route/share/qwen2.5-3b"] == [pytest.approx(1 / 3)]
+    assert logged["route/share/qwen2.5-0.5b"] == [0.0]
+    assert logged["route/entropy"] == [pytest.approx(0.5)]  # two of four models, equally: log 2 / log 4
+    np.testing.assert_array_equal(fn.history[0]["actions"], [1, 3, INVALID])
+    # Centering subtracts each row's mean over the K models, the invalid penalty included.
+    centred = RoutingReward(reward, MODELS, centering=True)(prompts=["p"] * 3, completions=completions, **kwargs)
+    assert centred == pytest.approx(np.array(got) - matrix.mean(axis=1))
+    with pytest.raises(ValueError, match="correct"):
+        fn(prompts=["p"], completions=["Choice: A"], correct=[[1.0]], energy_j=[[1.0]], latency_s=[[1.0]],
+           mean_power_w=[[1.0]])
+
+
+def test_agents_are_registered_and_import_light():
+    assert {"sft", "grpo", "kl-grpo"} <= set(list_agents())
+    sft, grpo, kl = make_agent("sft"), make_agent("grpo"), make_agent("kl-grpo")
+    assert (sft.stage, grpo.stage, kl.stage) == ("sft", "grpo", "grpo")
+    assert grpo.config.grpo.beta == 0.0 and kl.config.grpo.beta == KL_GRPO_BETA
+    assert kl.config.sft.energy_coef == 0.5 and kl.config.grpo.energy_coef == 0.4  # the paper's
+    assert make_agent("kl-grpo", beta=0.1).config.grpo.beta == 0.1
+    with pytest.raises(TypeError, match="unknown text-controller option"):
+        make_agent("grpo", grpo_steps=3)
+    with pytest.raises(RuntimeError, match="fit"):
+        sft.act_batch(QueryBatch(np.array(["q"], dtype=object), np.array([0]), np.array([-1]), None))
+    code = "import sys, routing_gym_agents.text_controller; print(sorted({'torch', 'trl', 'transformers'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_checkpoint_of_another_pool_is_refused(sft_checkpoint, toy):
+    agent = make_agent("grpo", sft_checkpoint=str(sft_checkpoint))
+    with pytest.raises(ValueError, match="trained on models"):
+        agent.fit(FitContext(toy, Reward("gated_rank", {"lambda_e": 0.4})))
+
+
+# ---------------------------------------------------------------------- SFT
+def test_sft_choice_format_parses_on_held_out_queries(sft_choice, held_out):
+    agent, logs = sft_choice
+    assert logs["sft"]["loss"][-1] < logs["sft"]["loss"][0]
+    assert set(logs["overhead"]) >= {"load_s", "sft_s", "train_s"}
+    actions = agent.act_batch(held_out)
+    assert actions.shape == (N_HELD_OUT,)
+    valid = (actions >= 0) & (actions < len(MODELS))
+    assert valid.mean() >= 0.95, agent.completions_
+    assert all(c.startswith("Choice: ") for c, v in zip(agent.completions_, valid) if v)
+    overhead = agent.overhead
+    assert overhead is agent.overhead_
+    for key in ("prompt_tokens", "generated_tokens", "decode_s", "invalid"):
+        assert overhead[key].shape == (N_HELD_OUT,)
+    assert (overhead["prompt_tokens"] > 50).all()
+    assert ((overhead["generated_tokens"] >= 4) & (overhead["generated_tokens"] <= agent.config.eval_max_new_tokens)).all()
+    assert (overhead["decode_s"] > 0).all()
+    assert "energy_j" not in overhead  # no energy meter on a CPU
+
+
+def test_sft_rationale_format_parses_on_held_out_queries(ctx, held_out):
+    agent = make_agent("sft", **FAST, format="rationale", sft_max_steps=14, sft_max_train_queries=28)
+    agent.fit(ctx)
+    actions = agent.act_batch(held_out)
+    assert ((actions >= 0) & (actions < len(MODELS))).mean() >= 0.95, agent.completions_
+    assert sum(c.startswith("Reason: ") for c in agent.completions_) >= 0.9 * N_HELD_OUT
+    assert agent.overhead["generated_tokens"].mean() > 8  # a sentence, not just the choice
+
+
+def test_saved_controller_routes_like_the_original(sft_choice, sft_checkpoint, held_out, pool):
+    batch = QueryBatch.from_rows(pool, held_out.rows[:4])
+    loaded = TextControllerAgent.load(sft_checkpoint)
+    np.testing.assert_array_equal(loaded.act_batch(batch), sft_choice[0].act_batch(batch))
+
+
+# ---------------------------------------------------------------------- GRPO
+def test_grpo_from_the_sft_checkpoint_raises_training_reward(ctx, sft_checkpoint, held_out, tmp_path):
+    agent = make_agent(
+        "grpo", **FAST, sft_checkpoint=str(sft_checkpoint), grpo_max_steps=4, grpo_prompts_per_step=1,
+        grpo_num_generations=4, grpo_max_train_queries=2, grpo_probe_queries=2, grpo_learning_rate=1e-3,
+    )
+    logs = agent.fit(ctx)
+    grpo = logs["grpo"]
+    # Exact expected reward of the policy on the queries GRPO trained on, before and after.
+    assert grpo["expected_reward_after"] > grpo["expected_reward_before"] + 0.05, grpo
+    assert len(grpo["steps"]) == 4
+    for step in grpo["steps"]:
+        shares = [step[f"share_{m}"] for m in MODELS]
+        assert sum(shares) == pytest.approx(step["valid_rate"])  # the selection mix of that step
+        assert 0.0 <= step["frac_reward_zero_std"] <= 1.0
+        assert 0.0 <= step["entropy"] <= 1.0 and math.isfinite(step["mean_reward"])
+    assert grpo["collapse"]["n_steps"] == 16  # 4 steps x 1 prompt x 4 samples, all tracked
+    paths = write_training_report(logs, tmp_path, title="grpo test")
+    assert all(p.stat().st_size > 0 for p in paths.values())
+    assert set(paths) == {"steps", "reward_plot", "selection_plot", "summary"}
+    assert (agent.act_batch(QueryBatch.from_rows(held_out.tournament, held_out.rows[:4])) >= 0).all()
+
+
+def test_kl_grpo_reference_is_the_sft_model(ctx, sft_checkpoint):
+    agent = make_agent(
+        "kl-grpo", **FAST, sft_checkpoint=str(sft_checkpoint), grpo_max_steps=1, grpo_prompts_per_step=1,
+        grpo_max_train_queries=1, grpo_probe_queries=0,
+    )
+    logs = agent.fit(ctx)
+    kl = logs["grpo"]["steps"][0]["kl"]
+    # At the first step the policy equals its reference: KL ~ 0 only if the reference is the
+    # SFT model (the base model puts almost no mass on "Choice: X", a KL of several nats).
+    assert math.isfinite(kl) and 0.0 <= kl < 1e-3
+    assert logs["grpo"]["reward"] == "gated_rank(lambda_e=0.4)"
