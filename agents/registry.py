@@ -28,6 +28,8 @@ _BUILTIN_MODULES = (
     "routing_gym_agents.routers",
     "routing_gym_agents.sb3_agents",
     "routing_gym_agents.text_controller",
+    "routing_gym_agents.lagrangian",
+    "routing_gym_agents.cascade",
 )
 _plugins_loaded = False
 

@@ -19,6 +19,7 @@ if REPLAY_ID not in gym.registry:
     gym.register(REPLAY_ID, entry_point="routing_gym.envs.routing_env:RoutingEnv")
 
 import routing_gym.sources.synthetic  # noqa: E402,F401  (registers the procedural presets and their ids)
+from routing_gym.envs import budget_env, changing_pool_env, multiturn_env, reward_variants  # noqa: E402,F401
 
 __all__ = [
     "REPLAY_ID",
