@@ -2,7 +2,8 @@
 
 ``resolve_tournament(spec)`` accepts a ``Tournament``, a tournament directory, or the name of
 a registered preset (``list_tournaments()``); ``"default"`` is the offline default that ships
-in ``envs_data/``.
+in ``envs_data/``. The real-data names (``zeroeval-math``, ``llmrouter``) are built once from
+the data directory (``ROUTING_GYM_DATA_DIR``) and cached under ``routing_gym.paths.cache_dir()``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from routing_gym.errors import UnknownNameError
-from routing_gym.paths import shipped_data_dir
+from routing_gym.paths import cache_dir, shipped_data_dir
 from routing_gym.tournament import Tournament
 
 DEFAULT_TOURNAMENT = "paper-pool"
@@ -20,6 +21,12 @@ DEFAULT_TOURNAMENT = "paper-pool"
 # name -> zero-argument builder; procedural presets register themselves here.
 TOURNAMENT_PRESETS: dict[str, Callable[[], Tournament]] = {}
 _loaded: dict[tuple[str, float], Tournament] = {}
+
+# Real-data tournaments: name -> "module:function(data_dir) -> (tournament, report)".
+REAL_DATA_BUILDS = {
+    "zeroeval-math": "routing_gym.sources.zeroeval:build_zeroeval_tournament",
+    "llmrouter": "routing_gym.sources.llmrouter:build_llmrouter_tournament",
+}
 
 
 def register_tournament(name: str) -> Callable[[Callable[[], Tournament]], Callable[[], Tournament]]:
@@ -35,7 +42,7 @@ def register_tournament(name: str) -> Callable[[Callable[[], Tournament]], Calla
 def list_tournaments() -> list[str]:
     _import_builtin_presets()
     shipped = [p.name for p in shipped_data_dir().iterdir() if (p / "card.json").exists()]
-    return sorted(set(shipped) | set(TOURNAMENT_PRESETS) | {"default"})
+    return sorted(set(shipped) | set(TOURNAMENT_PRESETS) | set(REAL_DATA_BUILDS) | {"default"})
 
 
 def resolve_tournament(spec: Tournament | str | os.PathLike) -> Tournament:
@@ -48,6 +55,8 @@ def resolve_tournament(spec: Tournament | str | os.PathLike) -> Tournament:
     path = Path(name)
     if not path.is_dir() and (shipped_data_dir() / name / "card.json").exists():
         path = shipped_data_dir() / name
+    if not path.is_dir() and name in REAL_DATA_BUILDS:
+        path = build_real_tournament(name)
     if path.is_dir():
         key = (str(path.resolve()), (path / "card.json").stat().st_mtime if (path / "card.json").exists() else 0.0)
         if key not in _loaded:
@@ -57,6 +66,25 @@ def resolve_tournament(spec: Tournament | str | os.PathLike) -> Tournament:
     if name in TOURNAMENT_PRESETS:
         return TOURNAMENT_PRESETS[name]()
     raise UnknownNameError("tournament (neither a directory nor a preset)", name, list_tournaments())
+
+
+def build_real_tournament(name: str, data_dir: str | os.PathLike | None = None, rebuild: bool = False) -> Path:
+    """Build a real-data tournament from the data directory once; later calls reuse the cache."""
+    import importlib
+    import sys
+
+    from routing_gym.paths import data_dir as resolve_data_dir
+
+    out = cache_dir() / "tournaments" / name
+    if (out / "card.json").exists() and not rebuild:
+        return out
+    root = resolve_data_dir(data_dir)
+    module, function = REAL_DATA_BUILDS[name].split(":")
+    print(f"building the {name} tournament from {root} into {out} (once; several minutes)", file=sys.stderr)
+    tournament, report = getattr(importlib.import_module(module), function)(root)
+    tournament.save(out)
+    report.save(out)
+    return out
 
 
 def _import_builtin_presets() -> None:

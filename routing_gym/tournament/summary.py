@@ -58,13 +58,14 @@ def describe(t: Tournament, split: str | None = None) -> str:
     table = summary_table(t, split)
     formatted = table.to_string(
         index=False,
+        na_rep="",
         formatters={
-            "params_b": lambda v: "" if pd.isna(v) else f"{v:g}",
+            "params_b": "{:g}".format,
             "accuracy": "{:.1%}".format,
             "mean_energy_j": "{:,.1f}".format,
             "mean_latency_s": "{:.2f}".format,
             "mean_power_w": "{:.0f}".format,
-            "mean_output_tokens": lambda v: "" if pd.isna(v) else f"{v:.0f}",
+            "mean_output_tokens": "{:.0f}".format,
         },
     )
     scope = f"split {split}" if split not in (None, "all") else "all queries"
