@@ -71,7 +71,8 @@ def plot_pareto(result: CompareResult, path: str | Path) -> Path:
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.set_xlim(min(joules) / 1.4, max(joules) * 1.4)  # room for the outermost labels
     s = result.settings()
-    ax.set_xlabel("mean answer energy per held-out query (J)")
+    provenance = s["tournament"]["provenance"]
+    ax.set_xlabel(f"mean answer energy per held-out query (J, {provenance})")
     ax.set_ylabel("accuracy on held-out queries (%)")
     ax.set_title(f"{s['tournament']['name']}: accuracy vs energy ({s['tournament']['n_test']} held-out queries, "
                  f"{_seeds(len(s['seeds']))}, {result.config.confidence:.0%} CIs)", fontsize=10)
