@@ -46,26 +46,31 @@ def list_tournaments() -> list[str]:
 
 
 def resolve_tournament(spec: Tournament | str | os.PathLike) -> Tournament:
-    """A tournament from an object, a directory or a preset name (cached per directory)."""
+    """A tournament from an object, a registered name or a directory (loads cached per path).
+
+    A bare registered name (``paper-pool``) wins over a directory of the same name in the
+    working directory, so that a stray folder never changes what a preset means; write
+    ``./paper-pool`` to load the folder.
+    """
     if isinstance(spec, Tournament):
         return spec
-    name = str(spec)
-    if name == "default":
-        name = DEFAULT_TOURNAMENT
+    name = DEFAULT_TOURNAMENT if str(spec) == "default" else str(spec)
     path = Path(name)
-    if not path.is_dir() and (shipped_data_dir() / name / "card.json").exists():
-        path = shipped_data_dir() / name
-    if not path.is_dir() and name in REAL_DATA_BUILDS:
-        path = build_real_tournament(name)
+    if isinstance(spec, str) and os.sep not in name and not name.startswith("."):
+        if (shipped_data_dir() / name / "card.json").exists():
+            path = shipped_data_dir() / name
+        elif name in REAL_DATA_BUILDS:
+            path = build_real_tournament(name)
+        else:
+            _import_builtin_presets()
+            if name in TOURNAMENT_PRESETS:
+                return TOURNAMENT_PRESETS[name]()
     if path.is_dir():
         key = (str(path.resolve()), (path / "card.json").stat().st_mtime if (path / "card.json").exists() else 0.0)
         if key not in _loaded:
             _loaded[key] = Tournament.load(path)
         return _loaded[key]
-    _import_builtin_presets()
-    if name in TOURNAMENT_PRESETS:
-        return TOURNAMENT_PRESETS[name]()
-    raise UnknownNameError("tournament (neither a directory nor a preset)", name, list_tournaments())
+    raise UnknownNameError("tournament (neither a registered name nor a directory)", name, list_tournaments())
 
 
 def build_real_tournament(name: str, data_dir: str | os.PathLike | None = None, rebuild: bool = False) -> Path:
