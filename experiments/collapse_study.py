@@ -167,6 +167,14 @@ def model_roles(tournament: Tournament, split: str = "train") -> dict[str, str]:
     return {m: "/".join(r) for m, r in roles.items()}
 
 
+def short_name(model_id: str) -> str:
+    """A model id short enough for a heatmap cell."""
+    name = model_id.split("@")[0]
+    for suffix in ("-Instruct", "-instruct", "-Chat", "-it"):
+        name = name.removesuffix(suffix)
+    return name if len(name) <= 14 else name[:13] + "~"
+
+
 def top1(actions: np.ndarray, model_ids: list[str]) -> tuple[str, float, float]:
     counts = np.bincount(actions[(actions >= 0) & (actions < len(model_ids))], minlength=len(model_ids))
     return model_ids[int(counts.argmax())], float(counts.max() / len(actions)), normalised_entropy(counts)
@@ -269,8 +277,8 @@ def markdown(table: pd.DataFrame, tournament: Tournament, config: StudyConfig, n
 
     header = [
         "reward", "energy coef", "gated", "ent coef", "collapsed (training)", "onto", "collapse step",
-        "final top-1 (train)", "eff. models", "greedy collapsed", "held-out top-1", "held-out reward", "held-out acc",
-        "held-out J",
+        "final top-1 (train)", "eff. models", "greedy collapsed", "held-out top-1", "held-out reward",
+        "random / oracle reward", "held-out acc", "held-out J",
         "oracle top-1",
     ]
     lines = [
@@ -281,8 +289,8 @@ def markdown(table: pd.DataFrame, tournament: Tournament, config: StudyConfig, n
         f"decision, median over collapsed seeds), judged on the sampled training decisions. Final top-1 / effective "
         f"models: last full window of training. Held-out: greedy policy on the test split "
         f"({len(tournament.split_rows('test'))} queries); greedy collapsed = its top-1 share >= {config.threshold:g}. Oracle top-1: "
-        f"what the best route per query would concentrate on under the same reward. Random reward = "
-        f"{table['random_reward'].iloc[0]:.3f} (first setting). Wall time {seconds / 60:.1f} min.",
+        f"what the best route per query would concentrate on under the same reward. Rewards are under each "
+        f"row's own reward and coefficients (not comparable across rows). Wall time {seconds / 60:.1f} min.",
         "",
         *[f"- {note}" for note in notes],
         "",
@@ -293,7 +301,8 @@ def markdown(table: pd.DataFrame, tournament: Tournament, config: StudyConfig, n
         cells = [
             r["reward"], f"{r['coefficient']}={fmt(r['value'])}", fmt(r["gated"]), fmt(r["ent_coef"]), r["collapsed"],
             r["onto"], fmt(r["collapse_step"]), r["final_top1"], fmt(r["final_eff_models"]), r["greedy_collapsed"], r["test_top1"],
-            fmt(r["test_reward"]), fmt(r["test_accuracy"]), fmt(r["test_mean_energy_j"]), r["oracle_top1"],
+            fmt(r["test_reward"]), f"{fmt(r['random_reward'])} / {fmt(r['oracle_reward'])}", fmt(r["test_accuracy"]),
+            fmt(r["test_mean_energy_j"]), r["oracle_top1"],
         ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
@@ -308,9 +317,14 @@ def plot_summary(results: pd.DataFrame, path: Path, threshold: float) -> Path:
     import matplotlib.pyplot as plt
 
     rewards = list(dict.fromkeys(results["reward"]))
-    fig, axes = plt.subplots(1, len(rewards), figsize=(4.8 * len(rewards), 3.6), squeeze=False)
+    ncols = min(len(rewards), 3)
+    nrows = math.ceil(len(rewards) / ncols)
+    n_values = results.groupby("reward")["value"].nunique().max()
+    n_ents = results["ent_coef"].nunique()
+    fig, axes = plt.subplots(nrows, ncols, figsize=(1.25 * n_values * ncols + 1.5, (0.75 * n_ents + 1.4) * nrows),
+                             squeeze=False, layout="constrained")
     image = None
-    for ax, reward in zip(axes[0], rewards):
+    for ax, reward in zip(axes.flat, rewards):
         sub = results[results["reward"] == reward]
         values = list(dict.fromkeys(sub["value"]))
         ents = list(dict.fromkeys(sub["ent_coef"]))
@@ -322,10 +336,10 @@ def plot_summary(results: pd.DataFrame, path: Path, threshold: float) -> Path:
                 collapsed = cell[cell["collapsed"]]
                 text = f"{grid[i, j]:.2f}"
                 if len(collapsed):
-                    model = collapsed["collapsed_onto"].mode().iloc[0]
-                    text += f"\n{model.split('-')[-1]}@{int(collapsed['collapse_step'].median())}"
-                ax.text(j, i, text, ha="center", va="center", fontsize=7,
-                        color="white" if grid[i, j] >= threshold else "black")
+                    model = short_name(collapsed["collapsed_onto"].mode().iloc[0])
+                    text += f"\n{model}\n@{int(collapsed['collapse_step'].median())} ({len(collapsed)}/{len(cell)})"
+                ax.text(j, i, text, ha="center", va="center", fontsize=6,
+                        color="white" if grid[i, j] >= 0.75 else "black")
         image = ax.imshow(grid, vmin=0, vmax=1, cmap="magma_r", aspect="auto")
         coefficient = sub["coefficient"].iloc[0]
         gated = dict(zip(sub["value"], sub["gated"]))
@@ -333,8 +347,12 @@ def plot_summary(results: pd.DataFrame, path: Path, threshold: float) -> Path:
         ax.set_yticks(range(len(ents)), [f"{e:g}" for e in ents], fontsize=7)
         ax.set_xlabel(coefficient, fontsize=8)
         ax.set_ylabel("entropy coefficient", fontsize=8)
-        ax.set_title(f"{reward}: final top-1 share (model@collapse step)", fontsize=8)
-    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label="top-1 share")
+        ax.set_title(f"{reward}: final top-1 share", fontsize=8)
+    for ax in axes.flat[len(rewards):]:
+        ax.axis("off")
+    fig.suptitle("Final training top-1 share (seed mean); collapsed runs: model, median collapse step, "
+                 "collapsed seeds", fontsize=8)
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="top-1 share")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
