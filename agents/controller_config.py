@@ -32,7 +32,7 @@ class ModelSettings:
     # "offline:<name>" loads a model of routing_gym.offline_llm (no Hub access needed);
     # anything else is a Hugging Face model id or a local model directory.
     name_or_path: str = DEFAULT_MODEL
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"  # bf16 only on a GPU
+    dtype: Literal["float32", "bfloat16"] = "float32"  # bfloat16 (weights and training) only on a GPU
     device: str = "auto"  # "auto": cuda when available, else cpu
     chat_template: bool | None = None  # None: use the tokenizer's chat template when it has one
 
@@ -56,7 +56,7 @@ class LoraSettings:
 class PromptSettings:
     output_format: OutputFormat = "choice"  # "choice" or "rationale"
     include_difficulty: bool = False  # show the query's difficulty field (tournaments that have one)
-    max_question_chars: int = 300  # questions are cut here (prompt tokens are router cost)
+    max_question_chars: int = 200  # questions are cut here (prompt tokens are router cost)
 
 
 @dataclass
@@ -65,15 +65,16 @@ class SFTSettings:
 
     energy_coef: float = 0.5  # lambda_e of gated_rank for the targets (the paper's SFT value)
     tie_break: str = "auto"  # oracle_targets tie rule
-    max_steps: int = 60
-    batch_size: int = 8
-    learning_rate: float = 5e-4
-    warmup_steps: int = 5
-    max_train_queries: int | None = 480  # seeded subsample of the training split; None: all
+    max_steps: int = 32
+    batch_size: int = 4
+    learning_rate: float = 1e-3  # LoRA on a 135M model: the format is learnt in ~10 steps
+    warmup_steps: int = 3
+    max_train_queries: int | None = 128  # seeded subsample of the training split (one epoch); None: all
     max_length: int = 512  # tokens per prompt + completion (TRL truncates beyond)
     # Start from a saved controller (an agent directory from ``save``) or a model directory
     # and skip SFT: e.g. run grpo and kl-grpo from one SFT checkpoint.
     checkpoint: str | None = None
+    save_to: str | None = None  # also save the SFT model there (a directory usable as checkpoint)
 
 
 @dataclass
@@ -82,13 +83,18 @@ class GRPOSettings:
 
     energy_coef: float = 0.4  # lambda_e of gated_rank for the RL reward (the paper's RL value)
     reward_from_context: bool = False  # train on FitContext.reward instead of gated_rank(lambda_e)
-    max_steps: int = 30
+    max_steps: int = 20
     num_generations: int = 4  # group size: completions sampled per prompt
     prompts_per_step: int = 2  # prompts per optimizer step (x num_generations completions)
-    learning_rate: float = 2e-4
+    learning_rate: float = 5e-4
     beta: float = 0.0  # KL coefficient to the SFT model; > 0 makes KL-GRPO
     temperature: float = 1.0
-    scale_rewards: Literal["group", "batch", "none"] = "group"
+    # "none": advantages are raw reward differences within a group, the policy gradient of the
+    # mean reward. TRL's default "group" divides by the group's spread, so a group whose routes
+    # were all correct (rewards 1.6-2.0, differing only by energy rank) pushes as hard as one
+    # that separates right from wrong; on paper-pool it moved the mix toward the smallest model
+    # and lowered the probe's expected reward (experiments/results/text_controller/README.md).
+    scale_rewards: Literal["group", "batch", "none"] = "none"
     loss_type: str = "dapo"
     # Subtract each query's mean reward over the K models (the reward of a uniform random
     # route), so a reward reads as "better than random routing". GRPO's group baseline
@@ -98,7 +104,7 @@ class GRPOSettings:
     max_train_queries: int | None = None  # seeded subsample of the training split; None: all
     # Choice format: exact expected reward of the policy on this many GRPO training queries,
     # before and after GRPO (one forward pass each); 0 turns it off.
-    probe_queries: int = 32
+    probe_queries: int = 64
 
 
 @dataclass
@@ -121,6 +127,9 @@ class ControllerConfig:
     eval: EvalSettings = field(default_factory=EvalSettings)
     seed: int | None = None  # None: FitContext.seed
     output_dir: str | None = None  # trainer scratch space; None: a temporary directory
+    # Write each fit's training report to <report_dir>/seed-<seed>/ (write_training_report:
+    # GRPO step log and plots, summary.json), e.g. for controllers trained by ``compare``.
+    report_dir: str | None = None
     progress: bool | None = None  # tqdm/trainer progress bars; None: FitContext.progress
 
     def __post_init__(self) -> None:
@@ -143,6 +152,8 @@ class ControllerConfig:
                 raise ValueError(f"{name}.max_steps must be >= 0, got {section.max_steps}")
             if section.max_train_queries is not None and section.max_train_queries < 1:
                 raise ValueError(f"{name}.max_train_queries must be >= 1 or None, got {section.max_train_queries}")
+        if self.model.dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"model.dtype must be 'float32' or 'bfloat16', got {self.model.dtype!r}")
         if self.sft.batch_size < 1 or self.eval.batch_size < 1:
             raise ValueError("batch sizes must be >= 1")
         if self.lora.top_layers is not None and self.lora.top_layers < 1:
@@ -160,6 +171,15 @@ class ControllerConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ControllerConfig:
+        """Inverse of ``to_dict`` (e.g. a saved controller's ``controller.json``)."""
+        sections = {name: section(**data[name]) for name, section in _SECTION_TYPES.items() if name in data}
+        if "lora" in sections:
+            sections["lora"].target_modules = tuple(sections["lora"].target_modules)
+        top = {k: v for k, v in data.items() if k not in _SECTION_TYPES}
+        return cls(**sections, **top)
 
     @classmethod
     def from_kwargs(cls, base: ControllerConfig | None = None, **overrides: Any) -> ControllerConfig:
@@ -198,13 +218,11 @@ def _resolve_key(key: str) -> tuple[str | None, str]:
     for section in _SECTIONS:
         prefix = section + "_"
         if key.startswith(prefix):
-            name = key[len(prefix):]
+            name = key[len(prefix) :]
             known = {f.name for f in fields(_SECTION_TYPES[section])}
             if name in known:
                 return section, name
-    valid = sorted(_ALIASES) + sorted(top) + [
-        f"{s}_{f.name}" for s in _SECTIONS for f in fields(_SECTION_TYPES[s])
-    ]
+    valid = sorted(_ALIASES) + sorted(top) + [f"{s}_{f.name}" for s in _SECTIONS for f in fields(_SECTION_TYPES[s])]
     raise TypeError(f"unknown text-controller option {key!r}; valid options: {', '.join(valid)}")
 
 

@@ -103,7 +103,8 @@ class PromptBuilder:
             reply = f"Reply only with 'Choice: X', X in A-{last}."
         else:
             reply = f"Reply with 'Reason: ' and one short sentence, then a line 'Choice: X', X in A-{last}."
-        return f"Choose the model that answers the question correctly with the fewest joules.\nModels:\n{self.legend.text()}\n{reply}"
+        task = "Choose the model that answers the question correctly with the fewest joules."
+        return f"{task}\nModels:\n{self.legend.text()}\n{reply}"
 
     def user(self, question: str, difficulty: float | None = None) -> str:
         # Long questions are cut: the controller decides from the opening, and every prompt
@@ -146,7 +147,11 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, dict):
         return str(completion.get("content", ""))
     if isinstance(completion, (list, tuple)):
-        return "".join(completion_text(m) for m in completion if not isinstance(m, dict) or m.get("role", "assistant") == "assistant")
+        return "".join(
+            completion_text(m)
+            for m in completion
+            if not isinstance(m, dict) or m.get("role", "assistant") == "assistant"
+        )
     raise TypeError(f"cannot read a completion of type {type(completion).__name__}")
 
 

@@ -62,7 +62,7 @@ def resolve_model_path(name_or_path: str) -> str:
     if name_or_path.startswith(OFFLINE_PREFIX):
         from routing_gym.offline_llm import offline_model_path
 
-        return str(offline_model_path(name_or_path[len(OFFLINE_PREFIX):]))
+        return str(offline_model_path(name_or_path[len(OFFLINE_PREFIX) :]))
     return name_or_path
 
 
@@ -263,10 +263,17 @@ class RoutingReward:
         for name, a in zip(OUTCOME_FIELDS, arrays):
             if a.shape != (len(completions), self.k):
                 raise ValueError(f"reward column {name!r} has shape {a.shape}, expected ({len(completions)}, {self.k})")
-        actions, rewards, valid = self.score(completions, Outcomes(*arrays))
+        outcomes = Outcomes(*arrays)
+        actions, rewards, valid = self.score(completions, outcomes)
         step = int(getattr(trainer_state, "global_step", len(self.history)))
         counts = np.bincount(actions[valid], minlength=self.k)
+        # The reward minus the row's mean over the K models (a uniform random route) varies
+        # far less from step to step than the raw reward, which mostly tracks how hard the
+        # step's few questions were: the readable training curve.
+        row_mean = self.reward(outcomes).total.mean(axis=1)
+        raw = rewards + row_mean if self.centering else rewards
         stats = {
+            "reward_vs_random": float((raw - row_mean).mean()),
             "valid_rate": float(valid.mean()),
             "entropy": normalised_entropy(counts),
             "top1_share": float(counts.max() / len(actions)) if len(actions) else math.nan,
@@ -362,6 +369,7 @@ def grpo_step_logs(log_history: list[dict[str, Any]], reward_fn: RoutingReward) 
             "mean_reward": float(entry["reward"]),
             "reward_std": float(entry.get("reward_std", math.nan)),
             "frac_reward_zero_std": float(entry.get("frac_reward_zero_std", math.nan)),
+            "reward_vs_random": float(entry.get("route/reward_vs_random", math.nan)),
             "valid_rate": float(entry.get("route/valid_rate", math.nan)),
             "entropy": float(entry.get("route/entropy", math.nan)),
             "top1_share": float(entry.get("route/top1_share", math.nan)),
@@ -508,7 +516,9 @@ def _lengths_until_eos(ids: np.ndarray, eos: int) -> np.ndarray:
 
 def choice_letter_ids(tokenizer: Any, builder: PromptBuilder) -> tuple[list[int], list[int]]:
     """Token ids of the shared ``Choice:`` prefix and of each letter after it."""
-    encoded = [tokenizer(builder.choice_line(k), add_special_tokens=False)["input_ids"] for k in range(builder.legend.k)]
+    encoded = [
+        tokenizer(builder.choice_line(k), add_special_tokens=False)["input_ids"] for k in range(builder.legend.k)
+    ]
     prefix = encoded[0][:-1]
     if any(e[:-1] != prefix for e in encoded) or len({e[-1] for e in encoded}) != len(encoded):
         raise ValueError("this tokenizer does not split 'Choice: X' into a shared prefix and one letter token")
@@ -516,29 +526,51 @@ def choice_letter_ids(tokenizer: Any, builder: PromptBuilder) -> tuple[list[int]
 
 
 def choice_probabilities(
-    model: Any, tokenizer: Any, builder: PromptBuilder, prompts: Sequence[Any], chat: bool, batch_size: int = 8
+    model: Any,
+    tokenizer: Any,
+    builder: PromptBuilder,
+    prompts: Sequence[Any],
+    chat: bool,
+    batch_size: int = 8,
+    prefix_cache: bool = True,
 ) -> np.ndarray:
     """``[n, K]`` probability that the completion starts with ``Choice: X`` for each letter X
-    (prefix probability times the letter's next-token probability), temperature 1."""
+    (prefix probability times the letter's next-token probability), temperature 1.
+
+    One forward pass per prompt; with ``prefix_cache`` the shared instructions and legend are
+    computed once (as in ``generate_greedy``)."""
+    import copy
+
     import torch
 
-    prefix, letters = choice_letter_ids(tokenizer, builder)
-    texts = render_prompts(tokenizer, prompts, chat)
-    out = np.zeros((len(texts), len(letters)))
+    choice, letters = choice_letter_ids(tokenizer, builder)
+    ids = [tokenizer(t, add_special_tokens=not chat)["input_ids"] for t in render_prompts(tokenizer, prompts, chat)]
+    shared = _common_prefix(ids) if prefix_cache and len(ids) > 1 else []
+    p, pad, device = len(shared), tokenizer.pad_token_id, model.device
+    shared_cache = None
     model.eval()
-    for start in range(0, len(texts), batch_size):
-        ids = [tokenizer(t, add_special_tokens=not chat)["input_ids"] + prefix for t in texts[start : start + batch_size]]
-        width = max(len(x) for x in ids)
-        pad = tokenizer.pad_token_id
-        # Right padding keeps position ids of the real tokens unchanged in a plain forward.
-        input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in ids], device=model.device)
-        mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids], device=model.device)
+    if shared:
         with torch.no_grad():
-            logp = torch.log_softmax(model(input_ids=input_ids, attention_mask=mask).logits.float(), dim=-1)
-        for i, x in enumerate(ids):
-            end = len(x)
-            prefix_logp = sum(float(logp[i, end - len(prefix) - 1 + j, prefix[j]]) for j in range(len(prefix)))
-            out[start + i] = np.exp(prefix_logp + logp[i, end - 1, letters].cpu().numpy())
+            shared_cache = model(input_ids=torch.tensor([shared], device=device), use_cache=True).cache
+    out = np.zeros((len(ids), len(letters)))
+    for start in range(0, len(ids), batch_size):
+        # Each row: its own prompt tokens (at least one), then "Choice:"; right padding keeps
+        # the real tokens' positions, which are given explicitly after the cached prefix.
+        rows = [x[p:] + choice for x in ids[start : start + batch_size]]
+        width = max(len(x) for x in rows)
+        input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in rows], device=device)
+        mask = torch.tensor([[1] * (p + len(x)) + [0] * (width - len(x)) for x in rows], device=device)
+        kwargs: dict[str, Any] = {"position_ids": torch.arange(p, p + width, device=device).expand(len(rows), -1)}
+        if shared_cache is not None:
+            cache = copy.deepcopy(shared_cache)
+            cache.batch_repeat_interleave(len(rows))
+            kwargs["cache"] = cache
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=input_ids, attention_mask=mask, **kwargs).logits.float(), dim=-1)
+        for i, x in enumerate(rows):
+            end = len(x)  # logits at position j predict token j + 1
+            choice_logp = sum(float(logp[i, end - len(choice) - 1 + j, choice[j]]) for j in range(len(choice)))
+            out[start + i] = np.exp(choice_logp + logp[i, end - 1, letters].cpu().numpy())
     return out
 
 
@@ -557,6 +589,36 @@ class TrainedController:
     builder: PromptBuilder
     chat: bool
     logs: dict[str, Any]
+
+
+def save_controller(
+    path: str | Path,
+    model: Any,
+    tokenizer: Any,
+    stage: str,
+    config: ControllerConfig,
+    chat: bool,
+    legend: ModelLegend,
+    name: str = "text-controller",
+) -> Path:
+    """A controller directory: ``model/`` (Hugging Face model and tokenizer) and
+    ``controller.json`` (stage, config, chat flag, legend). ``TextControllerAgent.load`` reads
+    it; ``sft_checkpoint`` accepts it."""
+    import json
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path / "model")
+    tokenizer.save_pretrained(path / "model")
+    meta = {
+        "name": name,
+        "stage": stage,
+        "config": config.to_dict(),
+        "chat": chat,
+        "legend": {"model_ids": list(legend.model_ids), "params_b": list(legend.params_b)},
+    }
+    (path / "controller.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    return path
 
 
 def checkpoint_model_dir(checkpoint: str, legend: ModelLegend) -> str:
@@ -605,7 +667,9 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
 
     tic = time.perf_counter()
     checkpoint = config.sft.checkpoint
-    model, tokenizer = load_model(config.model, path=None if checkpoint is None else checkpoint_model_dir(checkpoint, legend))
+    model, tokenizer = load_model(
+        config.model, path=None if checkpoint is None else checkpoint_model_dir(checkpoint, legend)
+    )
     chat = uses_chat(config.model, tokenizer)
     logs["load_s"] = time.perf_counter() - tic
 
@@ -613,7 +677,9 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
         scratch_dir = Path(scratch)
         # --- SFT
         sft_rows = _subsample(ctx.train_rows, config.sft.max_train_queries, rng)
-        sft_reward = Reward("gated_rank", {"lambda_e": config.sft.energy_coef}, invalid_penalty=ctx.reward.invalid_penalty)
+        sft_reward = Reward(
+            "gated_rank", {"lambda_e": config.sft.energy_coef}, invalid_penalty=ctx.reward.invalid_penalty
+        )
         targets = oracle_targets(t, sft_reward, tie_break=config.sft.tie_break, rows=sft_rows)
         tic = time.perf_counter()
         if checkpoint is not None:
@@ -625,9 +691,13 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
         else:
             sft_log = []
         logs["sft_s"] = time.perf_counter() - tic
+        if config.sft.save_to and checkpoint is None:
+            save_controller(config.sft.save_to, model, tokenizer, "sft", config, chat, legend)
         logs["sft"] = {
             "n_queries": int(len(sft_rows)),
-            "target_mix": {m: float(s) for m, s in zip(legend.model_ids, np.bincount(targets, minlength=legend.k) / len(targets))},
+            "target_mix": {
+                m: float(s) for m, s in zip(legend.model_ids, np.bincount(targets, minlength=legend.k) / len(targets))
+            },
             "loss": [float(e["loss"]) for e in sft_log if "loss" in e],
         }
         if stage == "grpo" and config.grpo.max_steps > 0:
@@ -656,16 +726,27 @@ def _grpo_stage(
     out: dict[str, Any] = {"reward": reward.describe(), "n_queries": int(len(rows))}
     probe = rows[: g.probe_queries] if builder.output_format == "choice" and g.probe_queries else None
     if probe is not None:
+        try:
+            choice_letter_ids(tokenizer, builder)
+        except ValueError as exc:  # some tokenizers merge "Choice: X" differently: no exact probe
+            out["probe_skipped"] = str(exc)
+            probe = None
+    if probe is not None:
         probe_prompts = prompts_for_rows(builder, t, probe, chat)
         matrix = reward.matrix(t, probe)
-        probs = choice_probabilities(model, tokenizer, builder, probe_prompts, chat, config.eval.batch_size)
+        probs = choice_probabilities(
+            model, tokenizer, builder, probe_prompts, chat, config.eval.batch_size, config.eval.prefix_cache
+        )
         out["probe_rows"] = probe.tolist()
+        out["probe_random_route_reward"] = float(matrix.mean())  # uniform over the K models
+        out["probe_oracle_reward"] = float(matrix.max(axis=1).mean())
         out["expected_reward_before"] = float(expected_choice_reward(probs, matrix, reward.invalid_penalty).mean())
         out["choice_probs_before"] = probs.mean(axis=0).tolist()
     reward_fn = RoutingReward(reward, list(t.model_ids), centering=g.reward_centering)
     tic = time.perf_counter()
-    model, history = run_grpo(model, tokenizer, grpo_records(builder, t, rows, chat), reward_fn, config,
-                              scratch_dir / "grpo", seed, progress)
+    model, history = run_grpo(
+        model, tokenizer, grpo_records(builder, t, rows, chat), reward_fn, config, scratch_dir / "grpo", seed, progress
+    )
     out["grpo_s"] = time.perf_counter() - tic
     out["steps"] = grpo_step_logs(history, reward_fn)
     sampled = np.concatenate([h["actions"] for h in reward_fn.history]) if reward_fn.history else np.zeros(0, int)
@@ -673,14 +754,14 @@ def _grpo_stage(
     per_step = g.prompts_per_step * g.num_generations
     tracker = track_actions(sampled, t.n_models, raw, window=per_step, model_ids=list(t.model_ids))
     out["collapse"] = tracker.summary()
-    out["selection_windows"] = tracker.to_frame().to_dict(orient="list")
     if probe is not None:
-        probs = choice_probabilities(model, tokenizer, builder, probe_prompts, chat, config.eval.batch_size)
+        probs = choice_probabilities(
+            model, tokenizer, builder, probe_prompts, chat, config.eval.batch_size, config.eval.prefix_cache
+        )
         out["expected_reward_after"] = float(expected_choice_reward(probs, matrix, reward.invalid_penalty).mean())
         out["choice_probs_after"] = probs.mean(axis=0).tolist()
     out["model"] = model
     return out
-
 
 
 # ---------------------------------------------------------------------- reports
@@ -688,7 +769,7 @@ def write_training_report(logs: dict[str, Any], out_dir: str | Path, title: str 
     """Write a fit's logs as small files: ``grpo_steps.csv`` (one row per GRPO step),
     ``grpo_reward.png`` (mean reward, valid rate, entropy, zero-spread share per step, with the
     probe's expected reward before and after), ``grpo_selection.png`` (selection mix per
-    step, ``routing_gym.eval.collapse``) and ``summary.json``. Returns the paths written."""
+    step, with its normalised entropy) and ``summary.json``. Returns the paths written."""
     import json
 
     import matplotlib
@@ -696,8 +777,6 @@ def write_training_report(logs: dict[str, Any], out_dir: str | Path, title: str 
     matplotlib.use("Agg")  # files only
     import matplotlib.pyplot as plt
     import pandas as pd
-
-    from routing_gym.eval.collapse import plot_selection_shares
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -711,13 +790,27 @@ def write_training_report(logs: dict[str, Any], out_dir: str | Path, title: str 
         steps.to_csv(paths["steps"], index=False, float_format="%.5g")
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
         ax = axes[0]
-        ax.plot(steps["step"], steps["mean_reward"], marker="o", ms=3, label="mean sampled reward")
+        ax.plot(steps["step"], steps["mean_reward"], marker="o", ms=3, alpha=0.5, label="mean sampled reward")
+        ax.plot(
+            steps["step"],
+            steps["reward_vs_random"],
+            marker="o",
+            ms=3,
+            alpha=0.5,
+            label="reward - query's random-route mean",
+        )
         if len(steps) >= 5:
-            ax.plot(steps["step"], steps["mean_reward"].rolling(5, min_periods=1).mean(), label="5-step mean")
+            for key in ("mean_reward", "reward_vs_random"):
+                ax.plot(steps["step"], steps[key].rolling(5, min_periods=1).mean(), label=f"{key}, 5-step mean")
         for key, style in (("expected_reward_before", "--"), ("expected_reward_after", ":")):
             if key in grpo:
-                ax.axhline(grpo[key], color="black", linestyle=style, linewidth=1,
-                           label=f"probe expected reward {key.split('_')[-1]} ({grpo[key]:.3f})")
+                ax.axhline(
+                    grpo[key],
+                    color="black",
+                    linestyle=style,
+                    linewidth=1,
+                    label=f"probe expected reward {key.split('_')[-1]} ({grpo[key]:.3f})",
+                )
         ax.set_xlabel("GRPO step")
         ax.set_ylabel("reward")
         ax.set_title(f"{title}: training reward", fontsize=9)
@@ -733,10 +826,21 @@ def write_training_report(logs: dict[str, Any], out_dir: str | Path, title: str 
         paths["reward_plot"] = out / "grpo_reward.png"
         fig.savefig(paths["reward_plot"], dpi=100)
         plt.close(fig)
-        windows = pd.DataFrame(grpo["selection_windows"])
-        paths["selection_plot"] = plot_selection_shares({f"{title}: sampled routes per GRPO step": windows},
-                                                        out / "grpo_selection.png")
-        summary["grpo"] = {k: v for k, v in grpo.items() if k not in ("steps", "selection_windows")}
+        share_cols = [c for c in steps.columns if c.startswith("share_")]
+        fig, ax = plt.subplots(figsize=(9, 3.6))
+        colours = [plt.cm.tab10(i % 10) for i in range(len(share_cols))]
+        ax.stackplot(steps["step"], steps[share_cols].to_numpy().T, labels=[c[6:] for c in share_cols], colors=colours)
+        ax.plot(steps["step"], steps["entropy"], color="black", linewidth=1.2, label="selection entropy (H / log K)")
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("GRPO step")
+        ax.set_ylabel("share of sampled routes")
+        ax.set_title(f"{title}: selection mix per GRPO step (invalid completions: the gap at the top)", fontsize=9)
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+        fig.tight_layout()
+        paths["selection_plot"] = out / "grpo_selection.png"
+        fig.savefig(paths["selection_plot"], dpi=100)
+        plt.close(fig)
+        summary["grpo"] = {k: v for k, v in grpo.items() if k != "steps"}
     paths["summary"] = out / "summary.json"
     paths["summary"].write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
     return paths

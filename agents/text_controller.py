@@ -24,7 +24,7 @@ import numpy as np
 
 from routing_gym_agents.base import Agent, FitContext, QueryBatch
 from routing_gym_agents.controller_config import ControllerConfig
-from routing_gym_agents.controller_prompt import INVALID, ModelLegend, PromptBuilder, parse_choices
+from routing_gym_agents.controller_prompt import ModelLegend, PromptBuilder, parse_choices
 from routing_gym_agents.registry import register_agent
 
 KL_GRPO_BETA = 0.04
@@ -60,6 +60,11 @@ class TextControllerAgent(Agent):
         self.model_, self.tokenizer_ = trained.model, trained.tokenizer
         self.builder_, self.chat_ = trained.builder, trained.chat
         self.logs_ = trained.logs
+        if self.config.report_dir:
+            from routing_gym_agents.controller_trainer import write_training_report
+
+            seed = trained.logs["seed"]  # one folder per seed: compare fits each seed anew
+            write_training_report(trained.logs, Path(self.config.report_dir) / f"seed-{seed}", title=self.name)
         logs = dict(trained.logs)
         # Training-time cost (compare reports these as fit_overhead_<name>).
         logs["overhead"] = {k: logs[k] for k in ("load_s", "sft_s", "train_s") if k in logs}
@@ -81,7 +86,10 @@ class TextControllerAgent(Agent):
         self._check_pool(batch)
         prompts = self.builder_.prompts(list(batch.texts), batch.difficulty, self.chat_)
         texts, overhead = generate_greedy(
-            self.model_, self.tokenizer_, prompts, self.chat_,
+            self.model_,
+            self.tokenizer_,
+            prompts,
+            self.chat_,
             max_new_tokens=self.config.eval_max_new_tokens,
             batch_size=self.config.eval.batch_size,
             meter=self.config.eval.meter,
@@ -89,8 +97,7 @@ class TextControllerAgent(Agent):
             progress=bool(self.config.progress),
         )
         self.completions_ = texts
-        actions = parse_choices(texts, self.builder_.legend.k)
-        self.overhead_ = {**overhead, "invalid": (actions == INVALID).astype(float)}
+        self.overhead_ = overhead
         return texts
 
     @property
@@ -109,21 +116,20 @@ class TextControllerAgent(Agent):
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
         """A directory: the Hugging Face model and tokenizer plus ``controller.json``."""
+        from routing_gym_agents.controller_trainer import save_controller
+
         if self.model_ is None or self.builder_ is None:
             raise RuntimeError(f"{self.name}: nothing to save before fit()")
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        self.model_.save_pretrained(path / "model")
-        self.tokenizer_.save_pretrained(path / "model")
-        legend = self.builder_.legend
-        meta = {
-            "name": self.name,
-            "stage": self.stage,
-            "config": self.config.to_dict(),
-            "chat": self.chat_,
-            "legend": {"model_ids": list(legend.model_ids), "params_b": list(legend.params_b)},
-        }
-        (path / "controller.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        save_controller(
+            path,
+            self.model_,
+            self.tokenizer_,
+            self.stage,
+            self.config,
+            self.chat_,
+            self.builder_.legend,
+            name=self.name,
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> TextControllerAgent:
@@ -134,7 +140,7 @@ class TextControllerAgent(Agent):
         if not meta_file.is_file():
             raise FileNotFoundError(f"{path} is not a saved text controller (no controller.json)")
         meta = json.loads(meta_file.read_text())
-        config = _config_from_dict(meta["config"])
+        config = ControllerConfig.from_dict(meta["config"])
         agent = cls(stage=meta["stage"], config=config)
         agent.name = meta.get("name", agent.name)
         agent.model_, agent.tokenizer_ = load_model(config.model, path=str(path / "model"))
@@ -144,13 +150,3 @@ class TextControllerAgent(Agent):
         p = config.prompt
         agent.builder_ = PromptBuilder(legend, p.output_format, p.include_difficulty, p.max_question_chars)
         return agent
-
-
-def _config_from_dict(data: dict[str, Any]) -> ControllerConfig:
-    from routing_gym_agents.controller_config import _SECTION_TYPES
-
-    sections = {name: cls(**data[name]) for name, cls in _SECTION_TYPES.items()}
-    if isinstance(sections["lora"].target_modules, list):
-        sections["lora"].target_modules = tuple(sections["lora"].target_modules)
-    top = {k: v for k, v in data.items() if k not in _SECTION_TYPES}
-    return ControllerConfig(**sections, **top)

@@ -18,7 +18,9 @@ from routing_gym_agents.controller_prompt import (
     target_completion,
 )
 
-LEGEND = ModelLegend(("qwen2.5-0.5b", "qwen2.5-7b", "deepseek-r1-distill-32b", "mystery"), (0.49, 7.62, 32.8, float("nan")))
+LEGEND = ModelLegend(
+    ("qwen2.5-0.5b", "qwen2.5-7b", "deepseek-r1-distill-32b", "mystery"), (0.49, 7.62, 32.8, float("nan"))
+)
 
 
 @pytest.mark.parametrize("fmt", ["choice", "rationale"])
@@ -67,12 +69,16 @@ def test_parse_choices_and_bad_inputs():
     with pytest.raises(TypeError, match="int"):
         completion_text(3)
     # Only the assistant's words count in a message list.
-    assert parse_choice([{"role": "user", "content": "Choice: B"}, {"role": "assistant", "content": "Choice: C"}], 4) == 2
+    assert (
+        parse_choice([{"role": "user", "content": "Choice: B"}, {"role": "assistant", "content": "Choice: C"}], 4) == 2
+    )
 
 
 def test_prompt_holds_question_legend_and_optional_difficulty():
     builder = PromptBuilder(LEGEND, "choice", include_difficulty=True, max_question_chars=30)
-    system, user = (m["content"] for m in builder.messages("What   is 2+2?\nThink hard, then answer in detail please.", 0.25))
+    system, user = (
+        m["content"] for m in builder.messages("What   is 2+2?\nThink hard, then answer in detail please.", 0.25)
+    )
     assert "A: qwen2.5-0.5b (0.49B)" in system
     assert "B: qwen2.5-7b (7.6B)" in system
     assert "C: deepseek-r1-distill-32b (33B)" in system
@@ -147,9 +153,16 @@ def test_rationale_targets_follow_oracle_targets(toy):
 
 
 def test_config_flat_overrides_and_errors():
-    c = ControllerConfig.from_kwargs(sft_max_steps=3, grpo_beta=0.1, format="rationale", model="some/model", lora=False, seed=7)
+    c = ControllerConfig.from_kwargs(
+        sft_max_steps=3, grpo_beta=0.1, format="rationale", model="some/model", lora=False, seed=7
+    )
     assert (c.sft.max_steps, c.grpo.beta, c.prompt.output_format, c.model.name_or_path, c.lora.enabled, c.seed) == (
-        3, 0.1, "rationale", "some/model", False, 7,
+        3,
+        0.1,
+        "rationale",
+        "some/model",
+        False,
+        7,
     )
     assert c.max_completion_length == 40 and ControllerConfig().max_completion_length == 8
     base = ControllerConfig()

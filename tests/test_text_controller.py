@@ -72,8 +72,9 @@ def test_reward_function_replays_the_chosen_models_logged_outcome(pool):
     logged: dict[str, list[float]] = {}
     completions = [[{"role": "assistant", "content": "Choice: B"}], "Choice: D", "no idea"]
     kwargs = {name: [list(map(float, r)) for r in getattr(o, name)] for name in Outcomes._fields}
-    got = fn(prompts=["p"] * 3, completions=completions, **kwargs,
-             log_metric=lambda k, v: logged.setdefault(k, []).append(v))
+    got = fn(
+        prompts=["p"] * 3, completions=completions, **kwargs, log_metric=lambda k, v: logged.setdefault(k, []).append(v)
+    )
     assert got == pytest.approx([matrix[0, 1], matrix[1, 3], reward.invalid_penalty])
     assert logged["route/valid_rate"] == [pytest.approx(2 / 3)]
     assert logged["route/share/qwen2.5-3b"] == [pytest.approx(1 / 3)]
@@ -84,8 +85,14 @@ def test_reward_function_replays_the_chosen_models_logged_outcome(pool):
     centred = RoutingReward(reward, MODELS, centering=True)(prompts=["p"] * 3, completions=completions, **kwargs)
     assert centred == pytest.approx(np.array(got) - matrix.mean(axis=1))
     with pytest.raises(ValueError, match="correct"):
-        fn(prompts=["p"], completions=["Choice: A"], correct=[[1.0]], energy_j=[[1.0]], latency_s=[[1.0]],
-           mean_power_w=[[1.0]])
+        fn(
+            prompts=["p"],
+            completions=["Choice: A"],
+            correct=[[1.0]],
+            energy_j=[[1.0]],
+            latency_s=[[1.0]],
+            mean_power_w=[[1.0]],
+        )
 
 
 def test_agents_are_registered_and_import_light():
@@ -99,7 +106,10 @@ def test_agents_are_registered_and_import_light():
         make_agent("grpo", grpo_steps=3)
     with pytest.raises(RuntimeError, match="fit"):
         sft.act_batch(QueryBatch(np.array(["q"], dtype=object), np.array([0]), np.array([-1]), None))
-    code = "import sys, routing_gym_agents.text_controller; print(sorted({'torch', 'trl', 'transformers'} & set(sys.modules)))"
+    code = (
+        "import sys, routing_gym_agents.text_controller; "
+        "print(sorted({'torch', 'trl', 'transformers'} & set(sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -122,10 +132,14 @@ def test_sft_choice_format_parses_on_held_out_queries(sft_choice, held_out):
     assert all(c.startswith("Choice: ") for c, v in zip(agent.completions_, valid) if v)
     overhead = agent.overhead
     assert overhead is agent.overhead_
-    for key in ("prompt_tokens", "generated_tokens", "decode_s", "invalid"):
+    for key in ("prompt_tokens", "prefill_tokens", "generated_tokens", "decode_s"):
         assert overhead[key].shape == (N_HELD_OUT,)
     assert (overhead["prompt_tokens"] > 50).all()
-    assert ((overhead["generated_tokens"] >= 4) & (overhead["generated_tokens"] <= agent.config.eval_max_new_tokens)).all()
+    # The shared instructions + legend are computed once; each query prefills its question.
+    assert (overhead["prefill_tokens"] < overhead["prompt_tokens"] - 40).all()
+    assert (
+        (overhead["generated_tokens"] >= 4) & (overhead["generated_tokens"] <= agent.config.eval_max_new_tokens)
+    ).all()
     assert (overhead["decode_s"] > 0).all()
     assert "energy_j" not in overhead  # no energy meter on a CPU
 
@@ -148,8 +162,15 @@ def test_saved_controller_routes_like_the_original(sft_choice, sft_checkpoint, h
 # ---------------------------------------------------------------------- GRPO
 def test_grpo_from_the_sft_checkpoint_raises_training_reward(ctx, sft_checkpoint, held_out, tmp_path):
     agent = make_agent(
-        "grpo", **FAST, sft_checkpoint=str(sft_checkpoint), grpo_max_steps=4, grpo_prompts_per_step=1,
-        grpo_num_generations=4, grpo_max_train_queries=2, grpo_probe_queries=2, grpo_learning_rate=1e-3,
+        "grpo",
+        **FAST,
+        sft_checkpoint=str(sft_checkpoint),
+        grpo_max_steps=4,
+        grpo_prompts_per_step=1,
+        grpo_num_generations=4,
+        grpo_max_train_queries=2,
+        grpo_probe_queries=2,
+        grpo_learning_rate=1e-3,
     )
     logs = agent.fit(ctx)
     grpo = logs["grpo"]
@@ -170,8 +191,13 @@ def test_grpo_from_the_sft_checkpoint_raises_training_reward(ctx, sft_checkpoint
 
 def test_kl_grpo_reference_is_the_sft_model(ctx, sft_checkpoint):
     agent = make_agent(
-        "kl-grpo", **FAST, sft_checkpoint=str(sft_checkpoint), grpo_max_steps=1, grpo_prompts_per_step=1,
-        grpo_max_train_queries=1, grpo_probe_queries=0,
+        "kl-grpo",
+        **FAST,
+        sft_checkpoint=str(sft_checkpoint),
+        grpo_max_steps=1,
+        grpo_prompts_per_step=1,
+        grpo_max_train_queries=1,
+        grpo_probe_queries=0,
     )
     logs = agent.fit(ctx)
     kl = logs["grpo"]["steps"][0]["kl"]
