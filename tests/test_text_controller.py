@@ -25,7 +25,7 @@ from routing_gym.sources import resolve_tournament  # noqa: E402
 from routing_gym.tournament import Outcomes  # noqa: E402
 from routing_gym_agents import FitContext, QueryBatch, list_agents, make_agent  # noqa: E402
 from routing_gym_agents.controller_prompt import INVALID  # noqa: E402
-from routing_gym_agents.controller_trainer import RoutingReward, write_training_report  # noqa: E402
+from routing_gym_agents.controller_trainer import RoutingReward  # noqa: E402
 from routing_gym_agents.text_controller import KL_GRPO_BETA, TextControllerAgent  # noqa: E402
 
 MODELS = ["qwen2.5-0.5b", "qwen2.5-3b", "qwen2.5-7b", "deepseek-r1-distill-32b"]
@@ -153,6 +153,27 @@ def test_sft_rationale_format_parses_on_held_out_queries(ctx, held_out):
     assert agent.overhead["generated_tokens"].mean() > 8  # a sentence, not just the choice
 
 
+def test_shared_prefix_cache_matches_uncached_decoding(sft_choice, held_out):
+    from routing_gym_agents.controller_trainer import choice_probabilities, generate_greedy
+
+    agent, _ = sft_choice
+    batch = QueryBatch.from_rows(held_out.tournament, held_out.rows[:6])
+    prompts = agent.builder_.prompts(list(batch.texts), batch.difficulty, agent.chat_)
+    args = (agent.model_, agent.tokenizer_, prompts, agent.chat_)
+    # Batches of 4 and 2 with questions of different lengths: padding sits after the prefix.
+    cached, plain = (generate_greedy(*args, max_new_tokens=8, batch_size=4, prefix_cache=c) for c in (True, False))
+    assert cached[0] == plain[0]
+    assert (cached[1]["prefill_tokens"] < plain[1]["prefill_tokens"]).all()
+    np.testing.assert_array_equal(cached[1]["prompt_tokens"], plain[1]["prefill_tokens"])
+    probs = [
+        choice_probabilities(agent.model_, agent.tokenizer_, agent.builder_, prompts, agent.chat_, 4, prefix_cache=c)
+        for c in (True, False)
+    ]
+    np.testing.assert_allclose(probs[0], probs[1], rtol=1e-3, atol=1e-6)
+    # Probabilities of disjoint completions; SFT put most of the mass on "Choice: X".
+    assert (probs[0].sum(axis=1) <= 1 + 1e-6).all() and (probs[0].sum(axis=1) > 0.5).all()
+
+
 def test_saved_controller_routes_like_the_original(sft_choice, sft_checkpoint, held_out, pool):
     batch = QueryBatch.from_rows(pool, held_out.rows[:4])
     loaded = TextControllerAgent.load(sft_checkpoint)
@@ -171,6 +192,7 @@ def test_grpo_from_the_sft_checkpoint_raises_training_reward(ctx, sft_checkpoint
         grpo_max_train_queries=2,
         grpo_probe_queries=2,
         grpo_learning_rate=1e-3,
+        report_dir=str(tmp_path),
     )
     logs = agent.fit(ctx)
     grpo = logs["grpo"]
@@ -183,9 +205,10 @@ def test_grpo_from_the_sft_checkpoint_raises_training_reward(ctx, sft_checkpoint
         assert 0.0 <= step["frac_reward_zero_std"] <= 1.0
         assert 0.0 <= step["entropy"] <= 1.0 and math.isfinite(step["mean_reward"])
     assert grpo["collapse"]["n_steps"] == 16  # 4 steps x 1 prompt x 4 samples, all tracked
-    paths = write_training_report(logs, tmp_path, title="grpo test")
-    assert all(p.stat().st_size > 0 for p in paths.values())
-    assert set(paths) == {"steps", "reward_plot", "selection_plot", "summary"}
+    # report_dir: fit wrote the training report (step log, plots, summary) for its seed.
+    report = sorted((tmp_path / "seed-0").iterdir())
+    assert [p.name for p in report] == ["grpo_reward.png", "grpo_selection.png", "grpo_steps.csv", "summary.json"]
+    assert all(p.stat().st_size > 0 for p in report)
     assert (agent.act_batch(QueryBatch.from_rows(held_out.tournament, held_out.rows[:4])) >= 0).all()
 
 
