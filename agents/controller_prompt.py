@@ -177,6 +177,20 @@ def parse_choices(completions: Sequence[Any], k: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- SFT targets
+def named_model(completion: Any, legend: ModelLegend) -> int:
+    """The model a rationale names first (text before the first ``Choice:``), or ``INVALID``.
+
+    A diagnostic for the rationale format: a controller whose reason names one model and whose
+    choice names another has learnt the template, not the decision. Where ids overlap, the
+    longest id at the earliest position wins.
+    """
+    text = completion_text(completion)
+    match = _CHOICE_RE.search(text)
+    reason = (text[: match.start()] if match else text).lower()
+    found = [(reason.find(m.lower()), -len(m), k) for k, m in enumerate(legend.model_ids) if m.lower() in reason]
+    return min(found)[2] if found else INVALID
+
+
 def rationale_sentence(
     legend: ModelLegend,
     target: int,

@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     from routing_gym.envs import Reward
     from routing_gym.sources import resolve_tournament
     from routing_gym_agents import FitContext, QueryBatch, make_agent
+    from routing_gym_agents.controller_prompt import named_model
     from routing_gym_agents.controller_trainer import write_training_report
 
     overrides = json.loads(args.set)
@@ -139,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
             "overhead_means": {k: float(np.nanmean(v)) for k, v in agent.overhead.items()},
             "act": act,
         }
+        if args.format == "rationale":  # does the reason name the model the choice picks?
+            named = np.array([named_model(c, agent.builder_.legend) for c in agent.completions_])
+            report["held_out"]["rationale_names_the_choice"] = float((named[valid] == actions[valid]).mean())
         out.mkdir(parents=True, exist_ok=True)
         import pandas as pd
 

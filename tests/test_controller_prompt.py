@@ -12,6 +12,7 @@ from routing_gym_agents.controller_prompt import (
     ModelLegend,
     PromptBuilder,
     completion_text,
+    named_model,
     parse_choice,
     parse_choices,
     rationale_sentence,
@@ -58,6 +59,16 @@ def test_parser_round_trips_every_letter_in_both_formats(toy, fmt):
 )
 def test_parser_valid_and_invalid(text, expected):
     assert parse_choice(text, 4) == expected
+
+
+def test_named_model_reads_the_rationale_not_the_choice():
+    legend = ModelLegend(("Meta-Llama-3-8B", "Meta-Llama-3.1-8B", "phi-3.5"), (8.0, 8.0, 3.8))
+    said = "Reason: Meta-Llama-3.1-8B answered correctly with the fewest joules.\nChoice: C"
+    assert named_model(said, legend) == 1
+    assert parse_choice(said, 3) == 2  # the reason names B, the choice says C: they disagree
+    assert named_model("Reason: phi-3.5 beats meta-llama-3-8b.\nChoice: A", legend) == 2  # first named wins
+    assert named_model("Reason: no model answered correctly.\nChoice: A", legend) == INVALID
+    assert named_model("Choice: A. Reason: phi-3.5", legend) == INVALID  # only text before the choice counts
 
 
 def test_parse_choices_and_bad_inputs():
