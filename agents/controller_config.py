@@ -92,8 +92,8 @@ class GRPOSettings:
     # "none": advantages are raw reward differences within a group, the policy gradient of the
     # mean reward. TRL's default "group" divides by the group's spread, so a group whose routes
     # were all correct (rewards 1.6-2.0, differing only by energy rank) pushes as hard as one
-    # that separates right from wrong; on paper-pool it moved the mix toward the smallest model
-    # and lowered the probe's expected reward (experiments/results/text_controller/README.md).
+    # that separates right from wrong; measured on paper-pool in
+    # experiments/results/text_controller/README.md.
     scale_rewards: Literal["group", "batch", "none"] = "none"
     loss_type: str = "dapo"
     # Subtract each query's mean reward over the K models (the reward of a uniform random

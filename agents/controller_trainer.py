@@ -778,6 +778,8 @@ def write_training_report(logs: dict[str, Any], out_dir: str | Path, title: str 
     import matplotlib.pyplot as plt
     import pandas as pd
 
+    from routing_gym.eval.plots import distinct_colours
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
@@ -828,7 +830,7 @@ def write_training_report(logs: dict[str, Any], out_dir: str | Path, title: str 
         plt.close(fig)
         share_cols = [c for c in steps.columns if c.startswith("share_")]
         fig, ax = plt.subplots(figsize=(9, 3.6))
-        colours = [plt.cm.tab10(i % 10) for i in range(len(share_cols))]
+        colours = distinct_colours(len(share_cols))
         ax.stackplot(steps["step"], steps[share_cols].to_numpy().T, labels=[c[6:] for c in share_cols], colors=colours)
         ax.plot(steps["step"], steps["entropy"], color="black", linewidth=1.2, label="selection entropy (H / log K)")
         ax.set_ylim(0, 1)

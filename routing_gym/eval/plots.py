@@ -23,14 +23,19 @@ def _pyplot():
     return plt
 
 
-def _agent_styles(result: CompareResult) -> dict[str, dict[str, Any]]:
-    """One colour and marker per agent, the same in every plot."""
+def distinct_colours(n: int) -> list[tuple[float, float, float]]:
+    """``n`` colours: tab10 then Dark2, 18 distinguishable ones before any repeats."""
     import matplotlib
 
-    # tab10 then Dark2: 18 distinguishable colours before any repeats (markers cycle too)
     colours = list(matplotlib.colormaps["tab10"].colors) + list(matplotlib.colormaps["Dark2"].colors)
+    return [colours[i % len(colours)] for i in range(n)]
+
+
+def _agent_styles(result: CompareResult) -> dict[str, dict[str, Any]]:
+    """One colour and marker per agent, the same in every plot (markers cycle too)."""
     agents = [r["method"] for r in result.rows if r["kind"] != "fixed-model"]
-    return {m: {"color": colours[i % len(colours)], "marker": _MARKERS[i % len(_MARKERS)]} for i, m in enumerate(agents)}
+    colours = distinct_colours(len(agents))
+    return {m: {"color": colours[i], "marker": _MARKERS[i % len(_MARKERS)]} for i, m in enumerate(agents)}
 
 
 def plot_pareto(result: CompareResult, path: str | Path) -> Path:
