@@ -75,4 +75,5 @@ def data_dir() -> Path:
         value = str(candidate) if candidate.is_dir() else ""
     if not value or not Path(value).is_dir():
         pytest.skip("no data directory (set ROUTING_GYM_DATA_DIR)")
-    return Path(value)
+    # Absolute: tests link into it from temporary directories (the README passes ../shared/data).
+    return Path(value).resolve()
