@@ -425,8 +425,6 @@ def generate_greedy(
     plus of the one-off prefix pass) and, when an energy meter is available, ``energy_j``
     (gross GPU joules, shared the same way).
     """
-    import copy
-
     import torch
     from tqdm.auto import tqdm
 
@@ -434,7 +432,6 @@ def generate_greedy(
     texts = render_prompts(tokenizer, prompts, chat)
     ids = [tokenizer(t, add_special_tokens=not chat)["input_ids"] for t in texts]
     n = len(ids)
-    prefix = _common_prefix(ids) if prefix_cache and n > 1 else []
     energy = _make_meter(meter, device.type)
     overhead = {name: np.zeros(n) for name in ("prompt_tokens", "prefill_tokens", "generated_tokens", "decode_s")}
     if energy is not None:
@@ -443,16 +440,16 @@ def generate_greedy(
     out_text: list[str] = []
     model.eval()
 
-    shared_cache = None
-    if prefix:
+    prefix, shared_cache = [], None
+    if prefix_cache and n > 1:  # the one-off prefix pass: its cost is shared by every query
         if energy is not None:
             energy.start()
         tic = time.perf_counter()
-        with torch.no_grad():
-            shared_cache = model(input_ids=torch.tensor([prefix], device=device), use_cache=True).cache
+        prefix, shared_cache = _shared_prefix_cache(model, ids)
         overhead["decode_s"] += (time.perf_counter() - tic) / n
         if energy is not None:
-            overhead["energy_j"] += (energy.stop().gross_j or math.nan) / n
+            joules = energy.stop().gross_j
+            overhead["energy_j"] += (joules if joules is not None else math.nan) / n
     p = len(prefix)
     for start in tqdm(range(0, n, batch_size), desc="controller decode", disable=not progress, leave=False):
         suffixes = [x[p:] for x in ids[start : start + batch_size]]
@@ -461,11 +458,7 @@ def generate_greedy(
         # hides it and position ids count only real tokens, as without the cache.
         input_ids = torch.tensor([prefix + [pad] * (width - len(x)) + x for x in suffixes], device=device)
         mask = torch.tensor([[1] * p + [0] * (width - len(x)) + [1] * len(x) for x in suffixes], device=device)
-        kwargs: dict[str, Any] = {}
-        if shared_cache is not None:
-            cache = copy.deepcopy(shared_cache)
-            cache.batch_repeat_interleave(len(suffixes))
-            kwargs["cache"] = cache
+        kwargs = {} if shared_cache is None else {"cache": _repeat_cache(shared_cache, len(suffixes))}
         if energy is not None:
             energy.start()
         tic = time.perf_counter()
@@ -508,6 +501,27 @@ def _common_prefix(ids: list[list[int]]) -> list[int]:
     return first[:length]
 
 
+def _shared_prefix_cache(model: Any, ids: list[list[int]]) -> tuple[list[int], Any]:
+    """The token prefix all prompts share (instructions and legend) and its KV cache, computed
+    once; ``([], None)`` for a single prompt or no shared prefix."""
+    import torch
+
+    prefix = _common_prefix(ids) if len(ids) > 1 else []
+    if not prefix:
+        return [], None
+    with torch.no_grad():
+        return prefix, model(input_ids=torch.tensor([prefix], device=model.device), use_cache=True).cache
+
+
+def _repeat_cache(cache: Any, rows: int) -> Any:
+    """A batch-sized copy of the shared prefix cache (the forward pass extends it in place)."""
+    import copy
+
+    batch = copy.deepcopy(cache)
+    batch.batch_repeat_interleave(rows)
+    return batch
+
+
 def _lengths_until_eos(ids: np.ndarray, eos: int) -> np.ndarray:
     is_eos = ids == eos
     first = np.where(is_eos.any(axis=1), is_eos.argmax(axis=1) + 1, ids.shape[1])
@@ -539,19 +553,13 @@ def choice_probabilities(
 
     One forward pass per prompt; with ``prefix_cache`` the shared instructions and legend are
     computed once (as in ``generate_greedy``)."""
-    import copy
-
     import torch
 
     choice, letters = choice_letter_ids(tokenizer, builder)
     ids = [tokenizer(t, add_special_tokens=not chat)["input_ids"] for t in render_prompts(tokenizer, prompts, chat)]
-    shared = _common_prefix(ids) if prefix_cache and len(ids) > 1 else []
-    p, pad, device = len(shared), tokenizer.pad_token_id, model.device
-    shared_cache = None
     model.eval()
-    if shared:
-        with torch.no_grad():
-            shared_cache = model(input_ids=torch.tensor([shared], device=device), use_cache=True).cache
+    shared, shared_cache = _shared_prefix_cache(model, ids) if prefix_cache else ([], None)
+    p, pad, device = len(shared), tokenizer.pad_token_id, model.device
     out = np.zeros((len(ids), len(letters)))
     for start in range(0, len(ids), batch_size):
         # Each row: its own prompt tokens (at least one), then "Choice:"; right padding keeps
@@ -562,9 +570,7 @@ def choice_probabilities(
         mask = torch.tensor([[1] * (p + len(x)) + [0] * (width - len(x)) for x in rows], device=device)
         kwargs: dict[str, Any] = {"position_ids": torch.arange(p, p + width, device=device).expand(len(rows), -1)}
         if shared_cache is not None:
-            cache = copy.deepcopy(shared_cache)
-            cache.batch_repeat_interleave(len(rows))
-            kwargs["cache"] = cache
+            kwargs["cache"] = _repeat_cache(shared_cache, len(rows))
         with torch.no_grad():
             logp = torch.log_softmax(model(input_ids=input_ids, attention_mask=mask, **kwargs).logits.float(), dim=-1)
         for i, x in enumerate(rows):
