@@ -55,7 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tournament", default="paper-pool", help="preset name or tournament directory")
     parser.add_argument("--agent", default="grpo", choices=["sft", "grpo", "kl-grpo"])
     parser.add_argument("--format", default="choice", choices=["choice", "rationale"])
-    parser.add_argument("--held-out", type=int, default=100, help="held-out queries routed greedily (0: none)")
+    parser.add_argument(
+        "--held-out",
+        type=int,
+        default=100,
+        help="route the test split's first N queries greedily (0: none); the split is ordered by "
+        "benchmark, so use `routing-gym compare` for the whole split",
+    )
     parser.add_argument(
         "--set", default="{}", help="JSON of ControllerConfig overrides, e.g. '{\"sft_max_steps\": 20}'"
     )
