@@ -270,10 +270,10 @@ class RoutingReward:
         # The reward minus the row's mean over the K models (a uniform random route) varies
         # far less from step to step than the raw reward, which mostly tracks how hard the
         # step's few questions were: the readable training curve.
-        row_mean = self.reward(outcomes).total.mean(axis=1)
-        raw = rewards + row_mean if self.centering else rewards
+        # Centred rewards already are that difference.
+        vs_random = rewards if self.centering else rewards - self.reward(outcomes).total.mean(axis=1)
         stats = {
-            "reward_vs_random": float((raw - row_mean).mean()),
+            "reward_vs_random": float(vs_random.mean()),
             "valid_rate": float(valid.mean()),
             "entropy": normalised_entropy(counts),
             "top1_share": float(counts.max() / len(actions)) if len(actions) else math.nan,
