@@ -17,7 +17,7 @@ import pytest
 
 from routing_gym.cli import main
 from routing_gym.eval.compare import FIXED_PREFIX, CompareConfig, markdown_report, run_compare, write_outputs
-from routing_gym_agents import Agent, FitContext, QueryBatch, register_agent
+from routing_gym_agents import Agent, FitContext, ObservationBatch, register_agent
 from routing_gym_agents import registry
 
 from conftest import make_tournament
@@ -33,14 +33,16 @@ class ConstantAgent(Agent):
     def __init__(self, model: int = 0):
         self.model = model
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         self.overhead = {"decode_s": np.full(len(batch), 0.25), "tokens": 12.0}
         return np.full(len(batch), self.model)
 
 
 @register_agent("ext-greedy")
 class GreedyBandit(Agent):
-    """Epsilon-greedy over arms without context, online through the env (bandit feedback)."""
+    """Epsilon-greedy over arms without context, online through the env (bandit feedback).
+
+    It calls no hook itself: the env ``make_env`` returns reports every step (regret curves)."""
 
     feedback = "bandit"
 
@@ -49,18 +51,16 @@ class GreedyBandit(Agent):
         rng = np.random.default_rng(ctx.seed)
         total, count = np.zeros(k), np.full(k, 1e-9)
         env.reset(seed=ctx.seed)
-        for step in range(len(ctx.train_rows)):
+        for _ in range(ctx.n_train):
             env.reset()
             a = int(rng.integers(k)) if rng.random() < 0.3 else int(np.argmax(total / count))
             _, r, _, _, info = env.step(a)
             total[a] += r
             count[a] += 1
-            for hook in ctx.step_hooks:
-                hook(step, a, r, info)
         self.best = int(np.argmax(total / count))
         return {}
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         return np.full(len(batch), self.best)
 
 
@@ -68,7 +68,7 @@ class GreedyBandit(Agent):
 class SometimesInvalid(Agent):
     """Model 1, except -1 on every 4th query and 1.5 (not an index) on every 7th."""
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         actions = np.ones(len(batch))
         actions[::4] = -1
         actions[1::7] = 1.5
@@ -82,7 +82,7 @@ class Failing(Agent):
             raise RuntimeError("diverged on seed 1")
         return {}
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         return np.zeros(len(batch), dtype=int)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from routing_gym.errors import GateViolationError, UnknownNameError
 from routing_gym.tournament import Outcomes, Tournament
 
 DEFAULT_INVALID_PENALTY = -2.0
+# The reference paper's RL energy coefficient: the one default of every env, compare and the
+# agents that train on their own objective.
+DEFAULT_COEFFICIENTS: dict[str, float] = {"lambda_e": 0.4}
 WRONG_REWARD = -1.0
 CORRECT_BASE = 2.0
 
@@ -79,6 +82,15 @@ def get_reward(name: str) -> RewardEntry:
     if name not in REWARDS:
         raise UnknownNameError("reward", name, list(REWARDS))
     return REWARDS[name]
+
+
+def resolve_coefficients(reward: str, coefficients: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``coefficients`` as a dict; None means ``DEFAULT_COEFFICIENTS`` restricted to those the
+    reward takes (so ``gated_rank`` defaults to lambda_e = 0.4 and a reward without lambda_e to {})."""
+    if coefficients is not None:
+        return dict(coefficients)
+    takes = get_reward(reward).defaults
+    return {k: v for k, v in DEFAULT_COEFFICIENTS.items() if k in takes}
 
 
 def rank_penalty(values: np.ndarray) -> np.ndarray:
@@ -189,21 +201,6 @@ def check_gate_on_data(reward_matrix: np.ndarray, correct: np.ndarray) -> np.nda
     correct_min = np.where(correct >= 1.0, reward_matrix, np.inf).min(axis=1)
     wrong_max = np.where(correct <= 0.0, reward_matrix, -np.inf).max(axis=1)
     return np.flatnonzero(correct_min <= wrong_max)
-
-
-def score_actions(reward_matrix: np.ndarray, actions: np.ndarray, invalid_penalty: float) -> tuple[np.ndarray, np.ndarray]:
-    """Reward of each query's chosen action; actions outside [0, K) get ``invalid_penalty``.
-
-    Returns ``(rewards[n], valid[n])``.
-    """
-    actions = np.asarray(actions)
-    n, k = reward_matrix.shape
-    if actions.shape != (n,):
-        raise ValueError(f"expected {n} actions (one per query), got shape {actions.shape}")
-    valid = (actions >= 0) & (actions < k)
-    safe = np.where(valid, actions, 0).astype(np.int64)
-    rewards = np.where(valid, reward_matrix[np.arange(n), safe], invalid_penalty)
-    return rewards, valid
 
 
 TIE_BREAKS = ("auto", "largest", "cheapest", "first")

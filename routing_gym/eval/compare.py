@@ -35,8 +35,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from routing_gym.envs import Reward, RoutingEnv
-from routing_gym.envs.rewards import DEFAULT_INVALID_PENALTY
+from routing_gym.envs import ObservationBatch, Reward, RoutingEnv
+from routing_gym.envs.rewards import DEFAULT_COEFFICIENTS, DEFAULT_INVALID_PENALTY
 from routing_gym.errors import RoutingGymError, UnknownNameError
 from routing_gym.eval.metrics import PolicyMetrics, policy_metrics
 from routing_gym.eval.pareto import hypervolume, pareto_front
@@ -61,8 +61,6 @@ DEFAULT_AGENTS = (
 )
 # Output-informed diagnostics join the default set only on tournaments that log answer texts.
 DEFAULT_OUTPUT_INFORMED = ("smoothie",)
-# The paper's RL energy coefficient: one common setting for every reward in the table.
-DEFAULT_COEFFICIENTS = {"lambda_e": 0.4}
 FIXED_PREFIX = "always "
 # Hypervolume reference: accuracy 0 and 1.1 x the most expensive fixed model's mean joules,
 # so that every fixed model encloses some area.
@@ -269,45 +267,34 @@ class _Scorer:
         return RunRecord(method, seed, kind, "ok", metrics=metrics, per_query=per_query, **extra)
 
 
-def _coerce_actions(actions: Any, n: int) -> np.ndarray:
-    """Integer actions; a non-integer or non-finite entry becomes -1 (invalid, penalized)."""
-    arr = np.asarray(actions)
-    if arr.shape != (n,):
-        raise RoutingGymError(f"act_batch returned shape {arr.shape} for {n} queries; expected ({n},)")
-    if arr.dtype.kind in "iub":
-        return arr.astype(np.int64)
-    try:
-        values = arr.astype(np.float64)
-    except (TypeError, ValueError):
-        raise RoutingGymError(f"act_batch returned non-numeric actions (dtype {arr.dtype})") from None
-    integral = np.isfinite(values) & (values == np.round(values))
-    return np.where(integral, np.nan_to_num(values), -1).astype(np.int64)
-
-
 def _run_agent(name: str, seed: int, config: CompareConfig, t: Tournament, reward: Reward, scorer: _Scorer) -> RunRecord:
-    from routing_gym_agents import FitContext, QueryBatch, make_agent
+    from routing_gym_agents import FitContext, make_agent
     from routing_gym_agents.registry import AGENTS
 
     cls = AGENTS[name][0]
-    meta = dict(feedback=str(getattr(cls, "feedback", "")), deployable=not getattr(cls, "uses_test_outcomes", False))
+    meta = dict(feedback=str(getattr(cls, "feedback", "")), deployable=not getattr(cls, "privileged", frozenset()))
     regret: list[float] = []
 
     def log_regret(step: int, action: int, value: float, info: dict[str, Any]) -> None:
         regret.append(float(info.get("oracle_reward", math.nan)) - float(value))
 
-    ctx = FitContext(tournament=t, reward=reward, train_split=config.train_split, seed=seed,
-                     step_hooks=[log_regret], progress=False)
     fit_s = act_s = 0.0
     try:
         agent = make_agent(name, **config.agent_kwargs.get(name, {}))
+        # Privileges are granted exactly as declared, and the row is labelled by them.
+        meta["deployable"] = agent.deployable
+        ctx = FitContext(tournament=t, reward=reward, train_split=config.train_split, seed=seed,
+                         step_hooks=[log_regret], progress=False, grants=agent.privileged)
         tic = time.perf_counter()
         logs = agent.fit(ctx) or {}
         fit_s = time.perf_counter() - tic
-        batch = QueryBatch.from_rows(t, scorer.env.rows)
+        batch = ObservationBatch.from_tournament(t, scorer.env.rows, include_difficulty="difficulty" in agent.privileged)
         tic = time.perf_counter()
         raw = agent.act_batch(batch)
         act_s = time.perf_counter() - tic
-        actions = _coerce_actions(raw, len(batch))
+        actions = np.asarray(raw)
+        if actions.shape != (len(batch),):
+            raise RoutingGymError(f"act_batch returned shape {actions.shape} for {len(batch)} queries; expected ({len(batch)},)")
         curve = np.asarray(regret if regret else logs.get("regret", []), dtype=np.float64)
         return scorer.record(
             name, seed, "agent", actions, fit_s=fit_s, act_s=act_s,

@@ -74,6 +74,15 @@ class Tournament:
         if problems:
             raise TournamentValidationError(problems)
         self._benchmark_codes: np.ndarray | None = None
+        # Frozen: one tournament is shared by every env, agent and cache that resolves it, so an
+        # in-place edit would silently change all of them. Methods return new tournaments.
+        for name in (*METRIC_ARRAYS, "output_text"):
+            array = getattr(self, name, None)
+            if isinstance(array, np.ndarray):
+                if array.flags.writeable:
+                    array = array.copy() if array.base is not None else array
+                array.setflags(write=False)
+                setattr(self, name, array)
 
     # ------------------------------------------------------------------ shape and lookup
     @property
@@ -100,8 +109,26 @@ class Tournament:
     @property
     def benchmark_codes(self) -> np.ndarray:
         if self._benchmark_codes is None:
-            self._benchmark_codes = pd.Index(self.benchmarks).get_indexer(self.queries["benchmark"]).astype(np.int64)
+            codes = pd.Index(self.benchmarks).get_indexer(self.queries["benchmark"]).astype(np.int64)
+            codes.setflags(write=False)
+            self._benchmark_codes = codes
         return self._benchmark_codes
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the content (ids, prompts, benchmarks, every outcome array): the key of
+        caches that must never confuse two tournaments sharing a name (or a Python id)."""
+        if getattr(self, "_fingerprint", None) is None:
+            import hashlib
+
+            h = hashlib.sha1(self.card.name.encode())
+            for column in ("query_id", "benchmark", "prompt"):
+                h.update("\x1e".join(self.queries[column].astype(str)).encode())
+            h.update("\x1e".join(self.model_ids).encode())
+            for name in METRIC_ARRAYS:
+                h.update(np.ascontiguousarray(getattr(self, name)).tobytes())
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
 
     @property
     def has_difficulty(self) -> bool:
