@@ -112,13 +112,19 @@ class Hull:
         return float(self.accuracy[0]), float(self.accuracy[-1])
 
     def gain_position(self, joules: float) -> str:
-        """Where a method's mean joules lie relative to the hull (one of the labels above)."""
-        low, high = self.joule_range
+        """Where a method's mean joules lie relative to the hull (one of the labels above);
+        an end point's own value, up to float rounding, is within."""
+        low, high = _widen(*self.joule_range)
         return CHEAPER_THAN_HULL if joules < low else COSTLIER_THAN_HULL if joules > high else WITHIN
 
     def saving_position(self, accuracy: float) -> str:
-        low, high = self.accuracy_range
+        low, high = _widen(*self.accuracy_range)
         return LESS_ACCURATE_THAN_HULL if accuracy < low else MORE_ACCURATE_THAN_HULL if accuracy > high else WITHIN
+
+
+def _widen(low: float, high: float) -> tuple[float, float]:
+    """The range plus float dust: a mean computed in another order may differ in the last bits."""
+    return low - 1e-9 * max(1.0, abs(low)), high + 1e-9 * max(1.0, abs(high))
 
 
 def fixed_model_hull(energy_j: np.ndarray, accuracy: np.ndarray) -> Hull:
