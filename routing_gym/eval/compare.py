@@ -11,8 +11,12 @@ penalty and counted; an agent that raises is reported with a traceback summary a
 others still finish.
 
 Statistics: each number is the mean over seeds of the per-seed metric; 95 % intervals are
-percentile bootstrap intervals over held-out queries of the seed-averaged per-query values
-(one shared set of resamples for every method); ``*_seed_sd`` is the spread over seeds.
+percentile bootstrap intervals over held-out queries of the seed-averaged per-query values;
+``*_seed_sd`` is the spread over seeds. One set of resamples is drawn per run and every
+resampled mean (each method's metrics, the fixed models' accuracy and joules) comes from one
+matrix product, so the hull gains (``eval/hull.py``: routing gain in pp and joules saved in %
+over the fixed-model hull, hull recomputed per resample) and the strict pairwise dominance
+tests cost no further passes over the queries.
 
 Router overhead hook: after ``act_batch``, compare reads ``agent.overhead`` if the agent has
 it: a dict, or a method returning one, mapping a name (e.g. ``"decode_s"``, ``"energy_j"``,
@@ -531,7 +535,7 @@ def _hull_gains(config: CompareConfig, t: Tournament, test_rows: np.ndarray, by_
         }
         for name, (point, boot_values, position) in values.items():
             low, high = percentile_interval(boot_values, config.confidence)
-            row.update({name: float(point), f"{name}_ci_low": float(low), f"{name}_ci_high": float(high),
+            row.update({name: _snap(point), f"{name}_ci_low": _snap(low), f"{name}_ci_high": _snap(high),
                         f"{name}_vs": position})
     return {
         "models": [t.model_ids[i] for i in hull.vertex_index],
@@ -540,6 +544,11 @@ def _hull_gains(config: CompareConfig, t: Tournament, test_rows: np.ndarray, by_
         "max_fixed_energy_j": float(fixed_j.max()),
         "rule": HULL_RULE,
     }
+
+
+def _snap(value: float) -> float:
+    """0.0 for float dust (a hull vertex's own gain is 0 up to rounding; no '-0.0' in tables)."""
+    return 0.0 if abs(value) < 1e-9 else float(value)
 
 
 def _dominance(config: CompareConfig, t: Tournament, test_rows: np.ndarray, by_method: dict[str, dict[str, Any]],
