@@ -18,14 +18,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "routing_gym"
 
-# Cycles through late (function-level) imports known today, each owned by other work (issue
-# 17, item 16); the lead deletes an entry when the change that removes its cycle merges.
-KNOWN_LATE_CYCLES = {
-    # gym-id registration in sources/synthetic.py -> envs: removed by the env-agent contract work
-    frozenset({"routing_gym.envs", "routing_gym.sources.synthetic"}),
-    # eval/compare.py <-> eval/plots.py: removed by the compare owner
-    frozenset({"routing_gym.eval.compare", "routing_gym.eval.plots"}),
-}
 
 
 def module_name(path: Path) -> str:
@@ -142,6 +134,13 @@ def test_no_import_cycles_at_module_level():
     assert cycles(import_graph()) == []
 
 
-def test_no_import_cycles_through_late_imports_beyond_the_known_ones():
-    found = [frozenset(c) for c in cycles(import_graph(late=True))]
-    assert [sorted(c) for c in found if c not in KNOWN_LATE_CYCLES] == []
+def test_no_import_cycles_through_late_imports_either():
+    assert [sorted(c) for c in cycles(import_graph(late=True))] == []
+
+
+def test_envs_never_import_the_agents_package():
+    """Agents depend on routing_gym, never the reverse; the env layer not even lazily."""
+    for path in sorted((PACKAGE / "envs").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n.split(".")[0] == "routing_gym_agents" for n in names), f"{path.name} imports {names}"
