@@ -10,7 +10,8 @@ Pipeline (``train_controller``):
 2. **GRPO.** Each dataset row carries the query's ``[K]`` outcome columns (``correct``,
    ``energy_j``, ``latency_s``, ``mean_power_w``); TRL passes them to ``RoutingReward``, which
    parses every sampled completion and returns the gated reward of the chosen model's logged
-   outcome (``gated_rank(lambda_e=grpo.energy_coef)``, 0.4, the paper's), or the invalid
+   outcome under the fit context's reward (``grpo.reward_from_context``, the default; compare's
+   default is the paper's ``gated_rank(lambda_e=0.4)``), or the invalid
    penalty. ``beta > 0`` is KL-GRPO: the reference is the SFT model (a fresh LoRA switched off
    over the merged SFT weights, or the SFT weights saved and reloaded by TRL).
 3. **Logs per GRPO step**: mean reward, valid-choice rate, selection mix (share per model),

@@ -2,7 +2,7 @@
 routing choice (the reference paper's router).
 
 - ``sft``: supervised fine-tuning toward the oracle route (``gated_rank``, lambda_e = 0.5);
-- ``grpo``: SFT, then GRPO on rewards replayed from the tournament (lambda_e = 0.4);
+- ``grpo``: SFT, then GRPO on rewards replayed from the tournament under the context's reward;
 - ``kl-grpo``: the same with a KL penalty (``beta = 0.04``) toward the SFT model.
 
 Every option of ``ControllerConfig`` is a keyword (``make_agent("grpo", grpo_max_steps=50,
