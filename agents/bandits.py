@@ -90,6 +90,10 @@ class LinearBandit(Agent):
         """The signal the arms regress on; the env's reward unless a variant says otherwise."""
         return reward
 
+    def objective(self, ctx: FitContext) -> str:
+        """The reward the arms learn (recorded in the fit logs)."""
+        return ctx.objective
+
     # ------------------------------------------------------------------ online training
     def fit(self, ctx: FitContext) -> dict[str, Any]:
         self.prepare(ctx)
@@ -112,7 +116,7 @@ class LinearBandit(Agent):
                 obs, _ = env.reset()
             x = self.contexts(ObservationBatch.from_observations([obs]))[0]
         return {
-            "objective": ctx.objective,
+            "objective": self.objective(ctx),
             "regret": regret.tolist(),
             "cumulative_regret": np.cumsum(regret).tolist(),
             "reward": rewards.tolist(),
