@@ -134,12 +134,13 @@ class RoutingVectorEnv(VectorEnv):
                 featurizer = tournament_featurizer(t, fit_split, **dict(feature_params or {}))
             elif feature_params:
                 raise TypeError("pass either a fitted featurizer or feature_params, not both")
-            box = BoxFeatures(featurizer, question)
+            self.box: BoxFeatures | None = BoxFeatures(featurizer, question)
             self.featurizer = featurizer
-            self._features = box.features(self.core.observations(self.config.include_difficulty))
+            self._features = self.box.features(self.core.observations(self.config.include_difficulty))
             self._features.setflags(write=False)
-            self.single_observation_space = box.observation_space
+            self.single_observation_space = self.box.observation_space
         else:
+            self.box = None
             self.featurizer = None
             self.single_observation_space = question
         self.single_action_space = spaces.Discrete(n_models)
