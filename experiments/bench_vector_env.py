@@ -86,8 +86,10 @@ def memory(args: argparse.Namespace) -> None:
     texts = sum(len(t.encode()) + 49 for t in env.core.texts) + env.core.texts.nbytes  # derived: str objects + pointers
     print(f"   env keeps {kept / 1e6:8.1f} MB, peak while built and stepped 200 times {peak / 1e6:.1f} MB")
     print(f"   of which the question texts as Python strings (derived, ~49 B header per str): {texts / 1e6:.1f} MB")
-    print(f"   env peak without the texts: {(peak - texts) / 1e6:.1f} MB = {(peak - texts) / arrays:.1%} of the outcome arrays (target <= 20 %)")
-    print(f"   env peak with the texts:    {peak / 1e6:.1f} MB = {peak / (arrays + queries):.1%} of the outcome arrays + queries table")
+    own = arrays + queries
+    for label, extra in (("excluding the question texts", peak - texts), ("including the question texts", peak)):
+        print(f"   env peak {label}: {extra / 1e6:5.1f} MB = {extra / arrays:6.1%} of the outcome arrays, "
+              f"{extra / own:6.1%} of outcome arrays + queries table (target <= 20 %)")
 
 
 def ppo(args: argparse.Namespace) -> None:

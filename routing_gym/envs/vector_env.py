@@ -56,7 +56,7 @@ from routing_gym.eval.scoring import INVALID, action_index, coerce_actions
 from routing_gym.tournament import Tournament
 
 OBSERVATIONS = ("dict", "features")
-_REWARD_BLOCK_ROWS = 8192  # rows per reward call at construction: bounds the peak memory
+_REWARD_BLOCK_ROWS = 4096  # rows per reward call at construction: bounds the peak memory
 
 
 def reward_matrix_in_blocks(tournament: Tournament, rows: np.ndarray, reward: Reward) -> np.ndarray:
@@ -144,7 +144,7 @@ class RoutingVectorEnv(VectorEnv):
             self.featurizer = None
             self.single_observation_space = question
         self.single_action_space = spaces.Discrete(n_models)
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.observation_space = self._batched(self.single_observation_space)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
 
         # Preallocated: the constant episode ends (read-only, safe to share), index scratch, masks.
@@ -211,6 +211,18 @@ class RoutingVectorEnv(VectorEnv):
     def action_masks(self) -> np.ndarray:
         """Boolean ``[B, K]``: every model is valid for every env (sb3-contrib's convention)."""
         return np.ones((self.num_envs, self.single_action_space.n), dtype=bool)
+
+    def _batched(self, single: spaces.Space) -> spaces.Space:
+        """``batch_space``, but the B text spaces are one shared ``Text`` (its copies, each with
+        the tournament's charset, took ~10 MB at B = 1,024)."""
+        if not isinstance(single, spaces.Dict):
+            return batch_space(single, self.num_envs)
+        return spaces.Dict(
+            {
+                key: spaces.Tuple((sub,) * self.num_envs) if isinstance(sub, spaces.Text) else batch_space(sub, self.num_envs)
+                for key, sub in single.spaces.items()
+            }
+        )
 
     def _observe(self, positions: np.ndarray) -> Any:
         if self._features is not None:
