@@ -98,17 +98,21 @@ def ppo(args: argparse.Namespace) -> None:
     from stable_baselines3.common.env_util import make_vec_env
 
     torch.set_num_threads(1)
-    print(f"\n3. PPO training throughput (env-steps/s incl. updates; MlpPolicy [64], rollouts of 2,048 steps, {args.ppo_steps:,} steps)")
+    print(f"\n3. PPO training throughput (env-steps/s incl. updates; MlpPolicy [64], rollouts of 2,048 steps, {args.ppo_steps:,} steps, best of 2 alternated)")
     for n_envs in (8, 64):
         kwargs = dict(n_steps=2048 // n_envs, batch_size=256, n_epochs=4, learning_rate=1e-3, policy_kwargs={"net_arch": [64]}, device="cpu", verbose=0)
-        routing = to_sb3(RoutingVectorEnv(n_envs, tournament=args.tournament, split="train", observation="features"))
-        cartpole = make_vec_env("CartPole-v1", n_envs=n_envs, seed=0)
-        rates = []
-        for venv in (routing, cartpole):
-            model = PPO("MlpPolicy", venv, seed=0, **kwargs)
-            start = time.perf_counter()
-            model.learn(total_timesteps=args.ppo_steps)
-            rates.append(model.num_timesteps / (time.perf_counter() - start))
+        make_env = {
+            "routing": lambda: to_sb3(RoutingVectorEnv(n_envs, tournament=args.tournament, split="train", observation="features")),
+            "cartpole": lambda: make_vec_env("CartPole-v1", n_envs=n_envs, seed=0),
+        }
+        best = {name: 0.0 for name in make_env}
+        for _ in range(2):  # alternated, best of 2: the machine's load drifts between runs
+            for name, make in make_env.items():
+                model = PPO("MlpPolicy", make(), seed=0, **kwargs)
+                start = time.perf_counter()
+                model.learn(total_timesteps=args.ppo_steps)
+                best[name] = max(best[name], model.num_timesteps / (time.perf_counter() - start))
+        rates = [best["routing"], best["cartpole"]]
         print(f"   n_envs {n_envs:>3}: routing features {rates[0]:9,.0f}  CartPole-v1 {rates[1]:9,.0f}  ratio {rates[0] / rates[1]:.2f}  (target >= 0.8)")
 
 
