@@ -21,7 +21,7 @@ from conftest import make_tournament
 from gymnasium.utils.env_checker import check_env
 
 import routing_gym
-from routing_gym.envs import BudgetRoutingEnv, ObservationBatch, Reward, RoutingEnv
+from routing_gym.envs import BudgetRoutingEnv, ObservationBatch, Reward
 from routing_gym.envs.wrappers import BoxObservation
 from routing_gym.errors import PrivilegedAccessError
 from routing_gym.eval.compare import CompareConfig, run_compare
@@ -131,18 +131,16 @@ def test_any_variant_is_a_training_env_and_every_step_reaches_the_hooks():
 
 def test_make_vec_env_steps_are_all_real():
     t = make_tournament(n=90)
-    ctx = FitContext(t, Reward())
+    reward = Reward()
+    ctx = FitContext(t, reward)
     vec = ctx.make_vec_env(4)
     vec.reset(seed=0)
-    matrix = RoutingEnv(tournament=t, split="train", coefficients={}).reward_matrix  # Reward(): no coefficients
-    position = {q: i for i, q in enumerate(ObservationBatch.from_tournament(t, t.split_rows("train")).query_ids)}
     for _ in range(50):
         actions = np.arange(4) % t.n_models
         _, rewards, terminated, _, infos = vec.step(actions)
         assert terminated.all()
-        routed = infos["final_info"]["query_id"]  # same-step autoreset: infos already show the next queries
-        expected = [matrix[position[q], a] for q, a in zip(routed, actions)]
-        np.testing.assert_allclose(rewards, expected)
+        routed = np.asarray(infos["final_info"]["row"])  # same-step autoreset: infos show the next queries
+        np.testing.assert_allclose(rewards, reward.matrix(t, routed)[np.arange(4), actions])
 
 
 def test_a_broken_plugin_is_reported_by_name_only_when_asked_for(tmp_path, monkeypatch):

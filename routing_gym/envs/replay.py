@@ -104,7 +104,7 @@ class ReplayCore:
         self.reward = reward
         self.rows = t.split_rows(split)
         q = t.queries
-        self.texts = q["prompt"].to_numpy(dtype=object)[self.rows]
+        self.texts = t.prompts[self.rows]
         self.benchmarks = t.benchmark_codes[self.rows]
         self.difficulty = q["difficulty"].to_numpy(dtype=np.float32)[self.rows] if t.has_difficulty else None
         self.reward_matrix: np.ndarray | None = None
