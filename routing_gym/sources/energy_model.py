@@ -331,7 +331,8 @@ def measured_arch_profiles(table_path: Path, model_ids: Sequence[str],
     table = load_calibration(table_path)
     laws = fit_energy_law(table)
     meters = sorted(table["meter"].astype(str).unique())
-    synthetic = any(m not in MEASURED_METERS for m in meters)
+    tiny = "config" in table.columns and bool((table["config"].astype(str) != "full").any())
+    synthetic = tiny or any(m not in MEASURED_METERS for m in meters)
     devices = sorted(table["device"].astype(str).unique()) if "device" in table.columns else ["unknown device"]
     fits: dict[str, PowerLawFit] = {}
     profiles = {}
@@ -378,6 +379,8 @@ def measured_arch_profiles(table_path: Path, model_ids: Sequence[str],
             *([f"unmeasured architectures: {'; '.join(f.describe(k) for k, f in fits.items())}"] if fits else []),
             *(["the calibration meter was a replayed power trace: these energies are SYNTHETIC (pipeline check only)"]
               if synthetic else []),
+            *(["the calibration ran TINY stand-ins of the architectures (pipeline check), not their real sizes"]
+              if tiny else []),
             "latency is one request alone; mean power = energy / latency",
         ],
     }
