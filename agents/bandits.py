@@ -3,8 +3,8 @@
 Written to be read and modified (CleanRL style: one file, no framework). All three share the
 same loop and the same per-arm ridge regression; they differ only in ``select``:
 
-    for each training query (online, through RoutingEnv, bandit feedback):
-        x      = features(query)                  # TF-IDF + SVD, benchmark one-hot, bias
+    for each training query (online, through the context's env, bandit feedback):
+        x      = features(observation)            # TF-IDF + SVD, benchmark one-hot, bias
         a      = select(x)                        # the exploration rule
         r      = env.step(a)                      # only the chosen model's outcome is revealed
         update arm a's ridge regression with (x, r)
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from routing_gym.features import TextFeaturizer, featurizer_for, tournament_features
-from routing_gym_agents.base import Agent, FitContext, QueryBatch
+from routing_gym.envs.observation import ObservationBatch
+from routing_gym_agents.base import Agent, FitContext, featurizer_for_context
 from routing_gym_agents.registry import register_agent
 
 
@@ -69,7 +69,7 @@ class LinearBandit(Agent):
         self.feature_config: dict[str, Any] = {"kind": features, "dim": dim, "bias": True}
         self.ridge = ridge
         self.epochs = epochs
-        self.featurizer: TextFeaturizer | None = None
+        self.featurizer = None  # the ObservationFeaturizer, fitted on the training observations
         self.arms: RidgeArms | None = None
 
     # ------------------------------------------------------------------ the exploration rule
@@ -78,15 +78,13 @@ class LinearBandit(Agent):
         """The arm to pull for context ``x`` at online step ``step``."""
 
     # ------------------------------------------------------------------ what the bandit sees and learns
-    def context_features(self, ctx: FitContext) -> np.ndarray:
-        """``[N, d]`` contexts of *every* tournament row (looked up by ``info["row"]``),
-        with everything learned fitted on the training split only."""
-        self.featurizer = featurizer_for(ctx.tournament, ctx.train_split, **self.feature_config)
-        return tournament_features(ctx.tournament, ctx.train_split, **self.feature_config)
+    def prepare(self, ctx: FitContext) -> None:
+        """Fit everything the contexts need on the training observations (never held-out ones)."""
+        self.featurizer = featurizer_for_context(ctx, **self.feature_config)
 
-    def batch_features(self, batch: QueryBatch) -> np.ndarray:
-        """``[n, d]`` contexts of held-out queries, from their text and benchmark only."""
-        return self.featurizer.transform(batch.texts, batch.benchmarks)
+    def contexts(self, batch: ObservationBatch) -> np.ndarray:
+        """``float64 [n, d]`` contexts of a batch of observations (training and routing alike)."""
+        return self.featurizer.transform(batch).astype(np.float64)
 
     def learning_reward(self, reward: float, info: dict[str, Any]) -> float:
         """The signal the arms regress on; the env's reward unless a variant says otherwise."""
@@ -94,26 +92,27 @@ class LinearBandit(Agent):
 
     # ------------------------------------------------------------------ online training
     def fit(self, ctx: FitContext) -> dict[str, Any]:
-        X = self.context_features(ctx)
-        self.arms = RidgeArms(ctx.n_models, X.shape[1], self.ridge)
-        rng = np.random.default_rng(ctx.seed)
+        self.prepare(ctx)
         env = ctx.make_env()
-        n_steps = self.epochs * len(ctx.train_rows)
+        n_steps = self.epochs * ctx.n_train
+        rng = np.random.default_rng(ctx.seed)
+        obs, _ = env.reset(seed=ctx.seed)  # seeds the query order (a new permutation each pass)
+        x = self.contexts(ObservationBatch.from_observations([obs]))[0]
+        self.arms = RidgeArms(ctx.n_models, len(x), self.ridge)
         regret = np.empty(n_steps)
         rewards = np.empty(n_steps)
         actions = np.empty(n_steps, dtype=np.int64)
-        _, info = env.reset(seed=ctx.seed)  # seeds the query order (a new permutation each pass)
         for step in tqdm(range(n_steps), desc=f"{self.name} online", disable=not ctx.progress):
-            x = X[info["row"]]
             a = self.select(x, step, rng)
-            _, r, _, _, info = env.step(a)
+            obs, r, terminated, truncated, info = env.step(a)
             self.arms.update(a, x, self.learning_reward(r, info))
             regret[step] = info["oracle_reward"] - r
             rewards[step], actions[step] = r, a
-            for hook in ctx.step_hooks:
-                hook(step, a, r, info)
-            _, info = env.reset()
+            if terminated or truncated:
+                obs, _ = env.reset()
+            x = self.contexts(ObservationBatch.from_observations([obs]))[0]
         return {
+            "objective": ctx.objective,
             "regret": regret.tolist(),
             "cumulative_regret": np.cumsum(regret).tolist(),
             "reward": rewards.tolist(),
@@ -122,10 +121,10 @@ class LinearBandit(Agent):
         }
 
     # ------------------------------------------------------------------ frozen greedy policy
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         if self.arms is None:
             raise RuntimeError(f"{self.name}: call fit() before act_batch()")
-        return self.arms.means(self.batch_features(batch).astype(np.float64)).argmax(axis=1)
+        return self.arms.means(self.contexts(batch)).argmax(axis=1)
 
 
 def _argmax_random_ties(scores: np.ndarray, rng: np.random.Generator) -> int:

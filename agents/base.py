@@ -1,124 +1,238 @@
-"""The agent protocol: how a router learns from a tournament and routes held-out queries.
+"""The env–agent contract: observations in, actions out.
 
 An agent learns in one of two ways (its ``feedback`` attribute):
 
-- ``"bandit"``: online through ``RoutingEnv`` on the training split; only the chosen model's
-  outcome is revealed (``FitContext.make_env``);
-- ``"full"``: from the whole training table (every model's outcome on every training query),
-  as the paper's SFT target and most routing baselines do (``FitContext.train_outcomes``).
+- ``"bandit"``: online through an environment on the training split; only the chosen model's
+  outcome is revealed (``FitContext.make_env`` / ``make_vec_env``, any registered variant
+  through ``env_fn``);
+- ``"full"``: from the whole training table, every model's outcome on every training query, as
+  the paper's SFT target and most routing baselines do (``FitContext.train_observations`` with
+  ``train_outcomes`` / ``train_reward_matrix`` in the same order).
 
-It then routes a batch of held-out queries with ``act_batch`` (or one with ``act``).
-Agents that peek at held-out outcomes or outputs (oracle, Smoothie) say so with
-``uses_test_outcomes = True`` and are reported as not deployable.
+It then routes with **one** entry point, ``act_batch(ObservationBatch) -> actions``; ``act(obs)``
+is a thin alias for a batch of one. What a query *is* comes from its observation only (turn
+it into features with one ``ObservationFeaturizer``, fitted on the training observations and
+saved with the agent); ``info`` is for logging and regret.
+
+**Privileged information.** Held-out outcomes (``"test_outcomes"``), the models' answer texts
+(``"outputs"``) and the generator's latent ``difficulty`` (``"difficulty"``) are what no
+deployed router has. An agent that needs them declares ``privileged`` (oracle, Smoothie); only
+then does ``FitContext.privileged`` (or a difficulty column) exist for it, and ``compare``
+labels it not deployable. An agent that did not declare it gets ``PrivilegedAccessError``.
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import pickle
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Literal
 
+import gymnasium as gym
 import numpy as np
+import pandas as pd
 
-from routing_gym.envs import Reward, RoutingEnv
+from routing_gym.envs import ObservationBatch, Reward, RoutingEnv
+from routing_gym.errors import PrivilegedAccessError, RoutingGymError
 from routing_gym.tournament import Outcomes, Tournament
 
 Feedback = Literal["bandit", "full"]
+PRIVILEGES = ("test_outcomes", "outputs", "difficulty")
+MANIFEST = "routing_gym_agent.json"  # in a directory an agent saved: which class loads it
 
 # Called once per online decision: (step, action, reward, info) — regret curves, collapse hooks.
 StepHook = Callable[[int, int, float, dict[str, Any]], None]
+EnvFactory = Callable[..., gym.Env]
 
 
-@dataclass
-class QueryBatch:
-    """Queries to route. ``rows`` index ``tournament`` for agents that look outcomes up
-    (oracle, Smoothie); both are unknown (-1, None) for a fresh question from ``act``."""
+class StepHooks(gym.Wrapper):
+    """Calls every hook after each step of the wrapped env, counting steps across episodes.
 
-    texts: np.ndarray
-    benchmarks: np.ndarray
-    rows: np.ndarray
-    tournament: Tournament | None
-    difficulty: np.ndarray | None = None
+    ``FitContext.make_env`` puts it around every training env, so any bandit-feedback agent
+    (a user's own too) gets regret curves and collapse tracking without extra code."""
 
-    def __len__(self) -> int:
-        return len(self.rows)
+    def __init__(self, env: gym.Env, hooks: list[StepHook]):
+        super().__init__(env)
+        self.hooks = hooks
+        self.steps = 0
 
-    @classmethod
-    def from_rows(cls, tournament: Tournament, rows: np.ndarray) -> QueryBatch:
-        q = tournament.queries
-        difficulty = q["difficulty"].to_numpy(dtype=float)[rows] if tournament.has_difficulty else None
-        return cls(
-            texts=q["prompt"].to_numpy(dtype=object)[rows],
-            benchmarks=tournament.benchmark_codes[rows],
-            rows=np.asarray(rows),
-            tournament=tournament,
-            difficulty=difficulty,
-        )
-
-    def observation(self, i: int) -> dict[str, Any]:
-        """The RoutingEnv observation of query ``i`` of the batch."""
-        obs: dict[str, Any] = {"text": self.texts[i], "benchmark": int(self.benchmarks[i])}
-        if self.difficulty is not None:
-            obs["difficulty"] = np.array([self.difficulty[i]], dtype=np.float32)
-        return obs
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        a = int(action) if np.ndim(action) == 0 else int(np.asarray(action).reshape(-1)[0])
+        for hook in self.hooks:
+            hook(self.steps, a, float(reward), info)
+        self.steps += 1
+        return obs, reward, terminated, truncated, info
 
 
-@dataclass
-class FitContext:
-    """Everything an agent may learn from: the training split of one tournament."""
+@dataclass(frozen=True)
+class PrivilegedAccess:
+    """What a privileged agent may read: the whole tournament (held-out rows included)."""
 
     tournament: Tournament
     reward: Reward
-    train_split: str = "train"
-    seed: int = 0
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    step_hooks: list[StepHook] = field(default_factory=list)
-    progress: bool = False
+    grants: frozenset[str]
+
+    def rows_of(self, batch: ObservationBatch) -> np.ndarray:
+        """Tournament rows of the batch's queries (by their ids)."""
+        if batch.query_ids is None:
+            raise RoutingGymError("this batch carries no query ids, so its outcomes cannot be looked up")
+        index = pd.Index(self.tournament.queries["query_id"])
+        rows = index.get_indexer(batch.query_ids)
+        if (rows < 0).any():
+            missing = [q for q, r in zip(batch.query_ids, rows) if r < 0][:3]
+            raise RoutingGymError(f"query ids {missing} are not in tournament {self.tournament.card.name!r}")
+        return rows
+
+
+class FitContext:
+    """Everything an agent may learn from: the training split of one tournament.
+
+    Args:
+        tournament: the tournament; agents see its training split only (``train_*``).
+        reward: the training objective (and compare's evaluation reward); recorded in logs.
+        train_split: which split is training.
+        seed: the agent's seed.
+        env_fn: ``env_fn(**overrides) -> gym.Env`` builds a training env; default: a
+            ``RoutingEnv`` over ``train_split`` with ``reward`` that penalizes invalid actions.
+            Pass any variant here (budget, changing pool, ...) to train on it.
+        env_kwargs: overrides given to every env the context builds.
+        step_hooks: called after every training step of every env the context builds.
+        progress: agents may show progress bars.
+        grants: the privileges this context grants (``compare`` grants what an agent declares).
+    """
+
+    def __init__(
+        self,
+        tournament: Tournament,
+        reward: Reward,
+        train_split: str = "train",
+        seed: int = 0,
+        env_fn: EnvFactory | None = None,
+        env_kwargs: dict[str, Any] | None = None,
+        step_hooks: list[StepHook] | None = None,
+        progress: bool = False,
+        grants: frozenset[str] | set[str] = frozenset(),
+    ):
+        unknown = sorted(set(grants) - set(PRIVILEGES))
+        if unknown:
+            raise RoutingGymError(f"unknown privilege(s) {unknown}; privileges: {', '.join(PRIVILEGES)}")
+        self._tournament = tournament
+        self.reward = reward
+        self.train_split = train_split
+        self.seed = seed
+        self.env_fn = env_fn
+        self.env_kwargs = dict(env_kwargs or {})
+        self.step_hooks = list(step_hooks or [])
+        self.progress = progress
+        self.grants = frozenset(grants)
+        self._train_rows = tournament.split_rows(train_split)
+
+    # ------------------------------------------------------------------ what any agent may read
+    @property
+    def tournament(self) -> Tournament:
+        raise PrivilegedAccessError(
+            "FitContext.tournament holds held-out outcomes: learn from ctx.train_observations(), "
+            "ctx.train_outcomes(), ctx.train_reward_matrix() or ctx.train_tournament; an agent that needs "
+            "held-out outcomes declares `privileged = frozenset({'test_outcomes'})` and reads ctx.privileged"
+        )
 
     @property
     def n_models(self) -> int:
-        return self.tournament.n_models
+        return self._tournament.n_models
 
     @property
-    def train_rows(self) -> np.ndarray:
-        return self.tournament.split_rows(self.train_split)
+    def model_ids(self) -> list[str]:
+        return list(self._tournament.model_ids)
 
     @property
-    def train_batch(self) -> QueryBatch:
-        return QueryBatch.from_rows(self.tournament, self.train_rows)
+    def models(self) -> pd.DataFrame:
+        """The pool's static facts (ids, parameters, family, ...), no outcomes."""
+        return self._tournament.models.copy()
+
+    @property
+    def benchmarks(self) -> list[str]:
+        """The names behind the observation's benchmark codes."""
+        return self._tournament.benchmarks
+
+    @property
+    def n_train(self) -> int:
+        return len(self._train_rows)
+
+    @property
+    def train_tournament(self) -> Tournament:
+        """The training split as a tournament of its own (no held-out row in it)."""
+        if not hasattr(self, "_train_tournament"):
+            self._train_tournament = self._tournament.subset(rows=self._train_rows)
+        return self._train_tournament
+
+    def train_observations(self) -> ObservationBatch:
+        """The observations of the training queries, in the order of ``train_outcomes``."""
+        return ObservationBatch.from_tournament(self._tournament, self._train_rows, "difficulty" in self.grants)
 
     def train_outcomes(self) -> Outcomes:
-        """Full-information training table (only for ``feedback = "full"`` agents)."""
-        return self.tournament.outcomes(self.train_rows)
+        """Full-information training table (for ``feedback = "full"`` agents)."""
+        return self._tournament.outcomes(self._train_rows)
 
     def train_reward_matrix(self) -> np.ndarray:
         """``[n_train, K]`` reward of every route on training queries (full information)."""
-        return self.reward.matrix(self.tournament, self.train_rows)
+        return self.reward.matrix(self._tournament, self._train_rows)
 
-    def make_env(self, **overrides: Any) -> RoutingEnv:
-        """A RoutingEnv over the training split with this context's reward (bandit feedback).
+    @property
+    def objective(self) -> str:
+        """The training objective, as recorded in compare's outputs."""
+        return self.reward.describe()
 
-        Invalid actions are penalized, not raised, so a learning agent can explore them.
-        """
+    # ------------------------------------------------------------------ training envs
+    def make_env(self, **overrides: Any) -> gym.Env:
+        """A training env (``env_fn``, default a ``RoutingEnv`` over the training split with
+        this context's reward, invalid actions penalized) with the step hooks attached."""
+        kwargs = {**self.env_kwargs, **overrides}
+        env = self.env_fn(**kwargs) if self.env_fn is not None else self._default_env(**kwargs)
+        return StepHooks(env, self.step_hooks) if self.step_hooks else env
+
+    def make_vec_env(self, n: int, **overrides: Any) -> gym.vector.VectorEnv:
+        """``n`` training envs stepped together (same-step autoreset: every step is a real one)."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        return gym.vector.SyncVectorEnv(
+            [lambda: self.make_env(**overrides) for _ in range(n)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+        )
+
+    def _default_env(self, **overrides: Any) -> RoutingEnv:
         kwargs: dict[str, Any] = dict(
-            tournament=self.tournament,
+            tournament=self._tournament,
             split=self.train_split,
             reward=self.reward.name,
             coefficients=self.reward.coefficients,
             invalid_penalty=self.reward.invalid_penalty,
             allow_ungated=self.reward.allow_ungated,
             invalid_action="penalize",
+            include_difficulty="difficulty" in self.grants,
         )
-        kwargs.update(self.env_kwargs)
         kwargs.update(overrides)
+        if kwargs.get("include_difficulty") and "difficulty" not in self.grants:
+            raise PrivilegedAccessError("include_difficulty shows the generator's latent: declare privileged = {'difficulty'}")
         return RoutingEnv(**kwargs)
+
+    # ------------------------------------------------------------------ privileged
+    @property
+    def privileged(self) -> PrivilegedAccess:
+        """Held-out outcomes and answers, for an agent granted ``test_outcomes`` or ``outputs``."""
+        if not self.grants & {"test_outcomes", "outputs"}:
+            raise PrivilegedAccessError(
+                "this agent was not granted held-out outcomes: declare `privileged = frozenset({'test_outcomes'})` "
+                "(or 'outputs') on the agent class; compare then grants it and labels the agent not deployable"
+            )
+        return PrivilegedAccess(self._tournament, self.reward, self.grants)
 
 
 class Agent(ABC):
     """Base class of every router. Subclass, set ``feedback``, implement ``fit`` and
-    ``act_batch`` (or ``act``), and register with ``@register_agent("name")``.
+    ``act_batch``, and register with ``@register_agent("name")``.
 
     Router overhead: an agent whose routing decision itself costs something (the text
     controller decodes tokens) sets ``self.overhead`` in ``act_batch`` to a dict of per-query
@@ -128,37 +242,62 @@ class Agent(ABC):
 
     name: ClassVar[str] = "agent"
     feedback: ClassVar[Feedback] = "full"
-    uses_test_outcomes: ClassVar[bool] = False  # oracle / output-informed diagnostics
+    privileged: frozenset[str] = frozenset()  # subset of PRIVILEGES; non-empty: not deployable
+
+    @property
+    def deployable(self) -> bool:
+        return not self.privileged
 
     def fit(self, ctx: FitContext) -> dict[str, Any]:
         """Learn from the training split; return logs (e.g. ``{"regret": [...]}``)."""
         return {}
 
     @abstractmethod
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
-        """One model index per query of ``batch`` (an index outside [0, K) counts as invalid)."""
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+        """One model index per observation of ``batch`` (an invalid index counts as invalid)."""
 
     def act(self, observation: dict[str, Any]) -> int:
-        """Route one RoutingEnv observation (text, benchmark[, difficulty])."""
-        batch = QueryBatch(
-            texts=np.array([observation["text"]], dtype=object),
-            benchmarks=np.array([int(observation["benchmark"])]),
-            rows=np.array([-1]),
-            tournament=None,
-            difficulty=None if "difficulty" not in observation else np.asarray(observation["difficulty"]).reshape(1),
-        )
-        return int(self.act_batch(batch)[0])
+        """Route one env observation (a batch of one through ``act_batch``)."""
+        return int(self.act_batch(ObservationBatch.from_observations([observation]))[0])
 
     def save(self, path: str | Path) -> None:
-        """Default: pickle the agent (override for agents holding torch or SB3 models)."""
+        """Default: pickle the agent (featurizer included) to a file. Agents holding torch or
+        SB3 models save a directory and write ``MANIFEST`` into it (``write_manifest``)."""
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as handle:
             pickle.dump(self, handle)
 
     @classmethod
     def load(cls, path: str | Path) -> Agent:
+        """Load what ``save`` wrote, whichever agent class wrote it."""
+        path = Path(path)
+        if path.is_dir():
+            manifest = path / MANIFEST
+            if not manifest.exists():
+                raise RoutingGymError(f"{path} is a directory but not a saved agent ({MANIFEST} is missing)")
+            spec = json.loads(manifest.read_text())
+            saved_cls = getattr(importlib.import_module(spec["module"]), spec["class"])
+            if not issubclass(saved_cls, cls):
+                raise TypeError(f"{path} holds a {saved_cls.__name__}, not a {cls.__name__}")
+            if saved_cls.load.__func__ is Agent.load.__func__:
+                raise RoutingGymError(f"{saved_cls.__name__} saved a directory but does not override load()")
+            return saved_cls.load(path)
         with open(path, "rb") as handle:
             agent = pickle.load(handle)
         if not isinstance(agent, cls):
             raise TypeError(f"{path} holds a {type(agent).__name__}, not a {cls.__name__}")
         return agent
+
+    def write_manifest(self, directory: Path) -> None:
+        """Record which class loads ``directory`` (for ``Agent.load``)."""
+        spec = {"module": type(self).__module__, "class": type(self).__qualname__}
+        (Path(directory) / MANIFEST).write_text(json.dumps(spec))
+
+
+def featurizer_for_context(ctx: FitContext, **params: Any) -> Any:
+    """The shared ``ObservationFeaturizer`` of the question part, fitted on ``ctx``'s training
+    observations (text and benchmark; extra keys are added by the agents that read them)."""
+    from routing_gym.features import fit_featurizer
+
+    train = ctx.train_observations()
+    return fit_featurizer(ObservationBatch(train.texts, train.benchmarks), n_benchmarks=len(ctx.benchmarks), extra_keys=(), **params)

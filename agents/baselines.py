@@ -6,7 +6,8 @@
 - ``random`` picks a model uniformly, as a deterministic function of (seed, question text),
   so ``act`` and ``act_batch`` agree and reruns are identical.
 - ``oracle`` looks up the best route of each held-out query under the evaluation reward
-  (``FitContext.reward``, i.e. compare's common coefficients): an upper bound, not deployable.
+  (``FitContext.reward``, i.e. compare's common coefficients): an upper bound that declares
+  ``privileged = {"test_outcomes"}``, so it is reported as not deployable.
 """
 
 from __future__ import annotations
@@ -16,24 +17,25 @@ from typing import Any, Literal
 
 import numpy as np
 
-from routing_gym.envs import Reward, oracle_targets
-from routing_gym.errors import RoutingGymError, UnknownNameError
-from routing_gym.tournament import Tournament
-from routing_gym_agents.base import Agent, FitContext, QueryBatch
+import pandas as pd
+
+from routing_gym.envs import ObservationBatch, oracle_targets
+from routing_gym.errors import UnknownNameError
+from routing_gym_agents.base import Agent, FitContext, PrivilegedAccess
 from routing_gym_agents.registry import register_agent
 
 SIZES = ("smallest", "medium", "largest")
 
 
-def models_by_size(tournament: Tournament, rows: np.ndarray | None = None) -> np.ndarray:
+def models_by_size(models: pd.DataFrame, energy_j: np.ndarray) -> np.ndarray:
     """Model indices from smallest to largest.
 
     Size is ``params_b``; if any model's size is unknown (NaN), all are ranked by mean joules
-    over ``rows`` instead, since a partial parameter ranking would mix two scales. Ties go to
-    the lower index.
+    (``energy_j``: ``[n, K]``, e.g. the training outcomes) instead, since a partial parameter
+    ranking would mix two scales. Ties go to the lower index.
     """
-    params = tournament.models["params_b"].to_numpy(dtype=float)
-    key = params if np.isfinite(params).all() else tournament.energy_j[rows if rows is not None else slice(None)].mean(axis=0)
+    params = models["params_b"].to_numpy(dtype=float)
+    key = params if np.isfinite(params).all() else np.asarray(energy_j).mean(axis=0)
     return np.argsort(key, kind="stable")
 
 
@@ -59,15 +61,17 @@ class FixedModel(Agent):
         self.model_index: int | None = None
 
     def fit(self, ctx: FitContext) -> dict[str, Any]:
-        t = ctx.tournament
+        ids = ctx.model_ids
         if self.size is not None:
-            order = models_by_size(t, ctx.train_rows)
+            order = models_by_size(ctx.models, ctx.train_outcomes().energy_j)
             self.model_index = int(order[{"smallest": 0, "medium": (len(order) - 1) // 2, "largest": -1}[self.size]])
+        elif self.model_id not in ids:
+            raise UnknownNameError("model", self.model_id, ids)
         else:
-            self.model_index = t.model_index(self.model_id)  # unknown ids list the known ones
-        return {"model_id": t.model_ids[self.model_index]}
+            self.model_index = ids.index(self.model_id)
+        return {"model_id": ids[self.model_index]}
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         if self.model_index is None:
             raise RuntimeError(f"{self.name}: call fit() before act_batch()")
         return np.full(len(batch), self.model_index, dtype=np.int64)
@@ -90,7 +94,7 @@ class RandomRouter(Agent):
         self.seed = ctx.seed if self.seed is None else self.seed
         return {}
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         if self.n_models is None:
             raise RuntimeError(f"{self.name}: call fit() before act_batch()")
         salt = str(self.seed).encode()
@@ -105,34 +109,23 @@ class RandomRouter(Agent):
 class Oracle(Agent):
     """The best route of each query under the fit context's reward (ties: ``tie_break``).
 
-    Reads held-out outcomes, so it needs rows of a tournament: ``act`` on a bare observation
-    raises.
+    Reads held-out outcomes (declared: ``privileged``), looked up by the batch's query ids.
     """
 
     name = "oracle"
-
     feedback = "full"
-    uses_test_outcomes = True
+    privileged = frozenset({"test_outcomes"})
 
     def __init__(self, tie_break: str = "auto"):
         self.tie_break = tie_break
-        self.reward: Reward | None = None
+        self.access: PrivilegedAccess | None = None
 
     def fit(self, ctx: FitContext) -> dict[str, Any]:
-        self.reward = ctx.reward
-        return {"reward": ctx.reward.describe()}
+        self.access = ctx.privileged
+        return {"objective": ctx.objective}
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
-        if self.reward is None:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+        if self.access is None:
             raise RuntimeError(f"{self.name}: call fit() before act_batch()")
-        return oracle_targets(require_rows(batch, self.name), self.reward, self.tie_break, rows=batch.rows)
-
-
-def require_rows(batch: QueryBatch, agent: str) -> Tournament:
-    """The batch's tournament, for agents that read held-out outcomes or outputs."""
-    if batch.tournament is None or (np.asarray(batch.rows) < 0).any():
-        raise RoutingGymError(
-            f"{agent} reads the logged outcomes of each query, so it needs a QueryBatch built with "
-            "QueryBatch.from_rows(tournament, rows); a bare observation (act) has none"
-        )
-    return batch.tournament
+        rows = self.access.rows_of(batch)
+        return oracle_targets(self.access.tournament, self.access.reward, self.tie_break, rows=rows)

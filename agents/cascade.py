@@ -9,9 +9,11 @@ chain is exhausted). Two chains are registered:
 - ``cascade-pareto``: only the models on the training accuracy-energy Pareto front (each rung
   is dearer *and* more accurate than the one before), so no escalation buys a worse model.
 
-Multi-turn routing goes through ``act_turn(observation) -> action`` (the env's ``Stop`` is
-action ``K``). In the one-step ``RoutingEnv`` a cascade gets no verdict and cannot escalate,
-so ``act_batch`` routes every query to the chain's first rung.
+Like every agent it acts through ``act_batch`` (``act`` for one observation). On
+``MultiTurnRoutingEnv`` observations (they carry ``turn``, ``verdict`` and ``previous_model``)
+the action is the next rung or ``K`` (the env's ``Stop``); on one-step ``RoutingEnv``
+observations a cascade gets no verdict and cannot escalate, so it routes every query to the
+chain's first rung.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import numpy as np
 from routing_gym.envs.multiturn_env import JUDGED_CORRECT
 from routing_gym.errors import RoutingGymError, UnknownNameError
 from routing_gym.eval.pareto import pareto_front
-from routing_gym_agents.base import Agent, FitContext, QueryBatch
+from routing_gym.envs.observation import ObservationBatch
+from routing_gym_agents.base import Agent, FitContext
 from routing_gym_agents.registry import register_agent
 
 CHAINS = ("cheapest", "pareto")
@@ -59,23 +62,24 @@ class CascadeAgent(Agent):
             order = [int(i) for i in np.lexsort((-accuracy, joules))]
         self.order = order[: self.max_rungs] if self.max_rungs else order
         self.n_models = ctx.n_models
-        ids = ctx.tournament.model_ids
+        ids = ctx.model_ids
         return {"chain": [ids[i] for i in self.order]}
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
-        """Without a verdict a cascade cannot escalate: the first rung for every query."""
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+        """The next action per observation: a model index, or ``K`` (Stop) in the multi-turn env."""
         self._check_fitted()
-        return np.full(len(batch), self.order[0], dtype=np.int64)
+        turns = batch.get("turn")
+        if turns is None:  # one-step env: no verdict, no escalation
+            return np.full(len(batch), self.order[0], dtype=np.int64)
+        verdicts, previous = batch.get("verdict"), batch.get("previous_model")
+        return np.array([self._next(int(t), int(v), int(p)) for t, v, p in zip(turns, verdicts, previous)], dtype=np.int64)
 
-    def act_turn(self, observation: dict[str, Any]) -> int:
-        """The next action in ``MultiTurnRoutingEnv``: a model index, or ``K`` (Stop)."""
-        self._check_fitted()
+    def _next(self, turn: int, verdict: int, previous: int) -> int:
         stop = self.n_models
-        if int(observation["turn"]) == 0:
+        if turn == 0:
             return self.order[0]
-        if int(observation["verdict"]) == JUDGED_CORRECT:
+        if verdict == JUDGED_CORRECT:
             return stop
-        previous = int(observation["previous_model"])
         if previous not in self.order:
             raise RoutingGymError(f"{self.name}: the previous model (index {previous}) is not on this cascade's chain {self.order}")
         rung = self.order.index(previous) + 1

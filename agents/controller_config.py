@@ -81,8 +81,10 @@ class SFTSettings:
 class GRPOSettings:
     """GRPO on replayed rewards (TRL ``GRPOTrainer``); ``beta > 0`` is KL-GRPO."""
 
-    energy_coef: float = 0.4  # lambda_e of gated_rank for the RL reward (the paper's RL value)
-    reward_from_context: bool = False  # train on FitContext.reward instead of gated_rank(lambda_e)
+    # The RL objective is the context's reward (compare's evaluation reward, by default
+    # gated_rank with the paper's lambda_e = 0.4); False trains on gated_rank(energy_coef).
+    reward_from_context: bool = True
+    energy_coef: float = 0.4  # lambda_e of gated_rank when reward_from_context is False
     max_steps: int = 20
     num_generations: int = 4  # group size: completions sampled per prompt
     prompts_per_step: int = 2  # prompts per optimizer step (x num_generations completions)

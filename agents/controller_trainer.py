@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from routing_gym.envs import Reward
-from routing_gym.envs.rewards import oracle_targets, score_actions
+from routing_gym.envs.rewards import oracle_targets
+from routing_gym.eval.scoring import score_actions
 from routing_gym.eval.collapse import normalised_entropy, track_actions
 from routing_gym.tournament import Outcomes, Tournament
 from routing_gym_agents.controller_config import OFFLINE_PREFIX, ControllerConfig, LoraSettings, ModelSettings
@@ -243,8 +244,9 @@ class RoutingReward:
             matrix = matrix - mean[:, None]
             invalid = invalid - mean
         actions = parse_choices(completions, self.k)
-        rewards, valid = score_actions(matrix, actions, self.reward.invalid_penalty)
-        rewards = np.where(valid, rewards, invalid)
+        scored = score_actions(matrix, outcomes, actions, self.reward.invalid_penalty)
+        valid = scored.valid
+        rewards = np.where(valid, scored.rewards, invalid)
         return actions, rewards, valid
 
     def __call__(
@@ -662,7 +664,7 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
     seed = ctx.seed if config.seed is None else config.seed
     progress = ctx.progress if config.progress is None else config.progress
     transformers.set_seed(seed)
-    t = ctx.tournament
+    t = ctx.train_tournament  # rows 0..n_train-1 are the training split
     legend = ModelLegend.from_tournament(t)
     p = config.prompt
     if p.include_difficulty and not t.has_difficulty:
@@ -682,7 +684,7 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
     with tempfile.TemporaryDirectory(prefix="routing-gym-controller-", dir=config.output_dir) as scratch:
         scratch_dir = Path(scratch)
         # --- SFT
-        sft_rows = _subsample(ctx.train_rows, config.sft.max_train_queries, rng)
+        sft_rows = _subsample(np.arange(ctx.n_train), config.sft.max_train_queries, rng)
         sft_reward = Reward(
             "gated_rank", {"lambda_e": config.sft.energy_coef}, invalid_penalty=ctx.reward.invalid_penalty
         )
@@ -725,10 +727,10 @@ def _grpo_stage(
     progress: bool,
     scratch_dir: Path,
 ) -> dict[str, Any]:
-    t = ctx.tournament
+    t = ctx.train_tournament
     g = config.grpo
     reward = rl_reward(config, ctx)
-    rows = _subsample(ctx.train_rows, g.max_train_queries, rng)
+    rows = _subsample(np.arange(ctx.n_train), g.max_train_queries, rng)
     out: dict[str, Any] = {"reward": reward.describe(), "n_queries": int(len(rows))}
     probe = rows[: g.probe_queries] if builder.output_format == "choice" and g.probe_queries else None
     if probe is not None:

@@ -32,10 +32,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from routing_gym.envs.budget_env import BudgetReport, BudgetRoutingEnv, budget_report, median_model_budget
+from routing_gym.envs.observation import ObservationBatch
 from routing_gym.errors import RoutingGymError
-from routing_gym.features import featurizer_for, tournament_features
 from routing_gym_agents.bandits import RidgeArms
-from routing_gym_agents.base import Agent, FitContext, QueryBatch
+from routing_gym_agents.base import Agent, FitContext, featurizer_for_context
 from routing_gym_agents.registry import register_agent
 
 SPEND_DECAY = 0.998  # running statistics forget with a horizon of ~500 routes
@@ -124,7 +124,8 @@ class LagrangianAgent(Agent):
         predicted, realised = self.spend_
         return float(realised / predicted) if predicted > 0 and realised > 0 else 1.0
 
-    def choose(self, x: np.ndarray, bonus: float = 0.0) -> int:
+    def best_route(self, x: np.ndarray, bonus: float = 0.0) -> int:
+        """The Lagrangian argmax for one context (the primal step; not an acting entry point)."""
         return int(np.argmax(self.scores(x, bonus)))
 
     def dual_step(self, joules: float) -> None:
@@ -143,30 +144,30 @@ class LagrangianAgent(Agent):
 
     # ------------------------------------------------------------------ training
     def fit(self, ctx: FitContext) -> dict[str, Any]:
-        X = tournament_features(ctx.tournament, ctx.train_split, **self.feature_config).astype(np.float64)
-        self.featurizer = featurizer_for(ctx.tournament, ctx.train_split, **self.feature_config)
+        self.featurizer = featurizer_for_context(ctx, **self.feature_config)
         env = ctx.make_env()
-        self.budget_ = float(self.budget_j) if self.budget_j is not None else median_model_budget(env)
+        self.budget_ = float(self.budget_j) if self.budget_j is not None else median_model_budget(ctx.train_outcomes().energy_j)
         self.energy_scale_ = self.budget_
-        self.reward_arms = RidgeArms(ctx.n_models, X.shape[1], self.ridge)
-        self.energy_arms = RidgeArms(ctx.n_models, X.shape[1], self.ridge)
         self.mu = self.mu_init
         self.spend_ = np.zeros(2)
         self.energy_noise_ = 1.0
-        n_steps = self.epochs * len(ctx.train_rows)
+        n_steps = self.epochs * ctx.n_train
         regret, joules, mus = np.empty(n_steps), np.empty(n_steps), np.empty(n_steps)
         correct = np.empty(n_steps)
-        _, info = env.reset(seed=ctx.seed)
+        obs, _ = env.reset(seed=ctx.seed)
+        x = self.features_of(ObservationBatch.from_observations([obs]), check=False)[0]
+        self.reward_arms = RidgeArms(ctx.n_models, len(x), self.ridge)
+        self.energy_arms = RidgeArms(ctx.n_models, len(x), self.ridge)
         for step in tqdm(range(n_steps), desc=f"{self.name} online", disable=not ctx.progress):
-            x = X[info["row"]]
-            a = self.choose(x, self.alpha)
-            _, r, _, _, info = env.step(a)
+            a = self.best_route(x, self.alpha)
+            obs, r, terminated, truncated, info = env.step(a)
             self.observe(x, a, r, info["energy_j"])
             regret[step], joules[step], mus[step], correct[step] = info["oracle_reward"] - r, info["energy_j"], self.mu, info["correct"]
-            for hook in ctx.step_hooks:
-                hook(step, a, r, info)
-            _, info = env.reset()
+            if terminated or truncated:
+                obs, _ = env.reset()
+            x = self.features_of(ObservationBatch.from_observations([obs]), check=False)[0]
         return {
+            "objective": ctx.objective,
             "regret": regret.tolist(),
             "mu": mus.tolist(),
             "budget_j": self.budget_,
@@ -174,11 +175,12 @@ class LagrangianAgent(Agent):
         }
 
     # ------------------------------------------------------------------ routing held-out queries
-    def features_of(self, batch: QueryBatch) -> np.ndarray:
-        self._check_fitted()
-        return self.featurizer.transform(batch.texts, batch.benchmarks).astype(np.float64)
+    def features_of(self, batch: ObservationBatch, check: bool = True) -> np.ndarray:
+        if check:
+            self._check_fitted()
+        return self.featurizer.transform(batch).astype(np.float64)
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         """Greedy Lagrangian routes in batch order; with ``pace_on_predictions`` the multiplier
         keeps adapting on predicted joules (the trained ``mu`` is restored afterwards)."""
         X = self.features_of(batch)
@@ -188,7 +190,7 @@ class LagrangianAgent(Agent):
         predicted = self.predicted_joules(X) * self.spend_calibration
         actions = np.empty(len(X), dtype=np.int64)
         for i, x in enumerate(X):
-            actions[i] = self.choose(x)
+            actions[i] = self.best_route(x)
             self.dual_step(float(predicted[i, actions[i]]))
         self.mu = trained_mu
         return actions
@@ -203,36 +205,34 @@ def run_budget_episodes(
 ) -> tuple[BudgetReport, dict[str, np.ndarray]]:
     """Run ``episodes`` episodes of a ``BudgetRoutingEnv`` and report accuracy and violation.
 
-    A ``LagrangianAgent`` routes with its current multiplier and, with ``learn``, updates its
-    regressions and multiplier on every revealed outcome; its B is set to the env's budget
-    for the run (and restored after). Any other agent routes each query with ``act_batch``
-    on that one query. Returns the report and ``[episodes, horizon]`` arrays (``energy_j``,
-    ``correct``, ``reward``, ``actions``, plus ``mu`` for a Lagrangian agent).
+    Every decision is made from the observation the env returned (the query it shows). A
+    ``LagrangianAgent`` routes with its current multiplier and, with ``learn``, updates its
+    regressions and multiplier on every revealed outcome; its B is set to the env's budget for
+    the run (and restored after). Any other agent routes each observation with ``act``.
+    Returns the report and ``[episodes, horizon]`` arrays (``energy_j``, ``correct``,
+    ``reward``, ``actions``, plus ``mu`` for a Lagrangian agent).
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     base = env.unwrapped
     if not isinstance(base, BudgetRoutingEnv):
         raise RoutingGymError(f"run_budget_episodes needs a BudgetRoutingEnv, got {type(base).__name__}")
-    t, shape = base.tournament, (episodes, base.horizon)
+    shape = (episodes, base.horizon)
     out = {name: np.zeros(shape) for name in ("energy_j", "correct", "reward", "mu")}
     out["actions"] = np.zeros(shape, dtype=np.int64)
     lagrangian = isinstance(agent, LagrangianAgent)
     if lagrangian:
-        X = agent.features_of(QueryBatch.from_rows(t, base.rows))
-        position = {int(r): i for i, r in enumerate(base.rows)}
         saved_budget, agent.budget_ = agent.budget_, base.budget_j
     try:
         for episode in range(episodes):
-            _, info = env.reset(seed=seed if episode == 0 else None)
+            obs, _ = env.reset(seed=seed if episode == 0 else None)
             for step in range(base.horizon):
-                row = info["row"] if step == 0 else info["next_row"]
                 if lagrangian:
-                    x = X[position[row]]
-                    a = agent.choose(x)
+                    x = agent.features_of(ObservationBatch.from_observations([obs]))[0]
+                    a = agent.best_route(x)
                 else:
-                    a = int(agent.act_batch(QueryBatch.from_rows(t, np.array([row])))[0])
-                _, r, terminated, _, info = env.step(a)
+                    a = agent.act(obs)
+                obs, r, terminated, _, info = env.step(a)
                 if lagrangian and learn:
                     agent.observe(x, a, r, info["energy_j"])
                 out["energy_j"][episode, step], out["correct"][episode, step] = info["energy_j"], info["correct"]

@@ -19,6 +19,9 @@ from routing_gym.errors import UnknownNameError
 ENTRY_POINT_GROUP = "routing_gym.agents"
 
 AGENTS: dict[str, tuple[type, dict[str, Any]]] = {}
+# Entry points that failed to import: name -> "ExceptionType: message". Reported only when an
+# agent that is not registered is asked for, so one broken plugin never blocks the others.
+BROKEN_PLUGINS: dict[str, str] = {}
 A = TypeVar("A", bound=type)
 
 # Built-in agent modules; each keeps torch/SB3/TRL imports inside functions.
@@ -60,7 +63,10 @@ def load_plugins() -> None:
             if exc.name != module:  # a real missing dependency, not an unwritten module
                 raise
     for entry_point in entry_points(group=ENTRY_POINT_GROUP):
-        entry_point.load()
+        try:
+            entry_point.load()
+        except Exception as exc:  # a plugin's bug must not break the registry for everyone
+            BROKEN_PLUGINS[entry_point.name] = f"{type(exc).__name__}: {exc} (entry point {entry_point.value})"
 
 
 def list_agents() -> list[str]:
@@ -72,8 +78,21 @@ def make_agent(name: str, **kwargs: Any):
     """Instantiate a registered agent; unknown names list the registered ones."""
     load_plugins()
     if name not in AGENTS:
-        raise UnknownNameError("agent", name, list(AGENTS))
+        raise unknown_agent_error(name)
     cls, defaults = AGENTS[name]
     agent = cls(**{**defaults, **kwargs})
     agent.name = name
     return agent
+
+
+def unknown_agent_error(name: str) -> Exception:
+    """The error for an agent name that is not registered, naming plugins that failed to load."""
+    from routing_gym.errors import RoutingGymError
+
+    if BROKEN_PLUGINS:
+        broken = "; ".join(f"{plugin}: {why}" for plugin, why in BROKEN_PLUGINS.items())
+        return RoutingGymError(
+            f"unknown agent {name!r}; registered: {', '.join(sorted(AGENTS))}. "
+            f"Plugin(s) of the {ENTRY_POINT_GROUP!r} entry-point group failed to load: {broken}"
+        )
+    return UnknownNameError("agent", name, list(AGENTS))

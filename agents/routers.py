@@ -11,7 +11,7 @@
   complexity features with reward ``(1 - lam) * correct - lam * joules / E_ref``, warmed
   online on the training split (bandit feedback) and then frozen (GreenServ-style).
 - ``smoothie``: label-free, output-informed diagnostic (Smoothie, Guha et al. 2024): reads every
-  model's *held-out* answer text, so it is not deployable (``uses_test_outcomes``).
+  model's *held-out* answer text, so it declares ``privileged = {"outputs"}`` and is not deployable.
 
 ``cost_m`` is model m's mean training joules divided by the largest model mean, so it lies in
 (0, 1] and ``cost_weight`` trades error points for joules on every tournament alike.
@@ -24,12 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from routing_gym.envs.observation import ObservationBatch
 from routing_gym.errors import RoutingGymError
-from routing_gym.features import TextFeaturizer, featurizer_for, tournament_features
+from routing_gym.features import ObservationFeaturizer
 from routing_gym.tournament import Tournament
 from routing_gym_agents.bandits import LinUCB
-from routing_gym_agents.base import Agent, FitContext, QueryBatch
-from routing_gym_agents.baselines import require_rows, models_by_size
+from routing_gym_agents.base import Agent, FitContext, PrivilegedAccess, featurizer_for_context
+from routing_gym_agents.baselines import models_by_size
 from routing_gym_agents.registry import register_agent
 
 
@@ -40,21 +41,21 @@ class _TextRouter(Agent):
 
     def __init__(self, features: str = "tfidf-svd", dim: int = 64):
         self.feature_config: dict[str, Any] = {"kind": features, "dim": dim}
-        self.featurizer: TextFeaturizer | None = None
+        self.featurizer: ObservationFeaturizer | None = None
 
     def train_features(self, ctx: FitContext) -> np.ndarray:
-        self.featurizer = featurizer_for(ctx.tournament, ctx.train_split, **self.feature_config)
-        return tournament_features(ctx.tournament, ctx.train_split, **self.feature_config)[ctx.train_rows]
+        self.featurizer = featurizer_for_context(ctx, **self.feature_config)
+        return self.featurizer.transform(ctx.train_observations())
 
-    def batch_features(self, batch: QueryBatch) -> np.ndarray:
+    def batch_features(self, batch: ObservationBatch) -> np.ndarray:
         if self.featurizer is None:
             raise RuntimeError(f"{self.name}: call fit() before act_batch()")
-        return self.featurizer.transform(batch.texts, batch.benchmarks)
+        return self.featurizer.transform(batch)
 
 
-def model_costs(tournament: Tournament, rows: np.ndarray) -> np.ndarray:
-    """Mean training joules per model over the largest one: ``[K]`` in (0, 1]."""
-    mean = tournament.energy_j[rows].mean(axis=0)
+def model_costs(energy_j: np.ndarray) -> np.ndarray:
+    """Mean joules per model (``[n, K]`` training outcomes) over the largest one: ``[K]`` in (0, 1]."""
+    mean = np.asarray(energy_j).mean(axis=0)
     return mean / max(float(mean.max()), 1e-12)
 
 
@@ -76,11 +77,12 @@ class KNNRouter(_TextRouter):
 
         X = self.train_features(ctx)
         self.index = NearestNeighbors(n_neighbors=min(self.k, len(X)), metric="cosine").fit(X)
-        self.train_error = 1.0 - ctx.tournament.correct[ctx.train_rows]  # [n_train, K]
-        self.costs = model_costs(ctx.tournament, ctx.train_rows)
+        outcomes = ctx.train_outcomes()
+        self.train_error = 1.0 - outcomes.correct  # [n_train, K]
+        self.costs = model_costs(outcomes.energy_j)
         return {"costs": self.costs.tolist()}
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         neighbours = self.index.kneighbors(self.batch_features(batch), return_distance=False)
         error = self.train_error[neighbours].mean(axis=1)  # [n, K]
         return (error + self.cost_weight * self.costs).argmin(axis=1)
@@ -110,16 +112,17 @@ class UniRoute(_TextRouter):
         X = self.train_features(ctx)
         n_clusters = min(self.n_clusters, len(X))
         self.kmeans = KMeans(n_clusters, n_init=4, random_state=ctx.seed).fit(X)
-        error = 1.0 - ctx.tournament.correct[ctx.train_rows]
+        outcomes = ctx.train_outcomes()
+        error = 1.0 - outcomes.correct
         labels = self.kmeans.labels_
         sums = np.zeros((n_clusters, ctx.n_models))
         np.add.at(sums, labels, error)
         counts = np.bincount(labels, minlength=n_clusters)[:, None]
         self.cluster_error = (sums + self.prior * error.mean(axis=0)) / (counts + self.prior)
-        self.costs = model_costs(ctx.tournament, ctx.train_rows)
+        self.costs = model_costs(outcomes.energy_j)
         return {"cluster_sizes": counts.ravel().tolist(), "costs": self.costs.tolist()}
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         if self.featurizer is None:
             raise RuntimeError(f"{self.name}: call fit() before act_batch()")
         clusters = self.kmeans.predict(self.batch_features(batch))
@@ -147,24 +150,25 @@ class RouteLLMRouter(_TextRouter):
         from sklearn.linear_model import LogisticRegression
 
         X = self.train_features(ctx)
-        order = models_by_size(ctx.tournament, ctx.train_rows)
+        outcomes = ctx.train_outcomes()
+        order = models_by_size(ctx.models, outcomes.energy_j)
         self.weak, self.strong = int(order[0]), int(order[-1])
-        correct = ctx.tournament.correct[ctx.train_rows]
+        correct = outcomes.correct
         y = (correct[:, self.strong] > correct[:, self.weak]).astype(int)
         self.classifier = None
         self.base_rate = float(y.mean())
         if 0 < y.sum() < len(y):  # a one-class label has nothing to learn: use the base rate
             self.classifier = LogisticRegression(C=self.C, max_iter=1000).fit(X, y)
-        ids = ctx.tournament.model_ids
+        ids = ctx.model_ids
         return {"strong": ids[self.strong], "weak": ids[self.weak], "p_strong_wins_train": self.base_rate}
 
-    def p_strong_wins(self, batch: QueryBatch) -> np.ndarray:
+    def p_strong_wins(self, batch: ObservationBatch) -> np.ndarray:
         X = self.batch_features(batch)
         if self.classifier is None:
             return np.full(len(X), self.base_rate)
         return self.classifier.predict_proba(X)[:, 1]
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         return np.where(self.p_strong_wins(batch) >= self.alpha, self.strong, self.weak)
 
 
@@ -206,23 +210,20 @@ class GreenServ(LinUCB):
         self.n_clusters = n_clusters
         self.feature_config["bias"] = False  # text features only feed k-means; the context has its own bias
 
-    def context_features(self, ctx: FitContext) -> np.ndarray:
+    def prepare(self, ctx: FitContext) -> None:
         from sklearn.cluster import KMeans
 
-        t = ctx.tournament
-        self.featurizer = featurizer_for(t, ctx.train_split, **self.feature_config)
-        text = tournament_features(t, ctx.train_split, **self.feature_config)
-        train = ctx.train_rows
-        self.kmeans = KMeans(min(self.n_clusters, len(train)), n_init=4, random_state=ctx.seed).fit(text[train])
-        complexity = complexity_features(t.queries["prompt"].to_numpy(dtype=object))
-        self.complexity_mean = complexity[train].mean(axis=0)
-        self.complexity_std = complexity[train].std(axis=0) + 1e-9
-        self.n_benchmarks = len(t.benchmarks)
-        self.e_ref = float(t.energy_j[train].mean(axis=0).max()) or 1.0
-        return self._contexts(text, t.benchmark_codes, complexity)
+        self.featurizer = featurizer_for_context(ctx, **self.feature_config)
+        train = ctx.train_observations()
+        self.kmeans = KMeans(min(self.n_clusters, len(train)), n_init=4, random_state=ctx.seed).fit(self.featurizer.transform(train))
+        complexity = complexity_features(train.texts)
+        self.complexity_mean = complexity.mean(axis=0)
+        self.complexity_std = complexity.std(axis=0) + 1e-9
+        self.n_benchmarks = len(ctx.benchmarks)
+        self.e_ref = float(ctx.train_outcomes().energy_j.mean(axis=0).max()) or 1.0
 
-    def batch_features(self, batch: QueryBatch) -> np.ndarray:
-        text = self.featurizer.transform(batch.texts, batch.benchmarks)
+    def contexts(self, batch: ObservationBatch) -> np.ndarray:
+        text = self.featurizer.transform(batch)
         return self._contexts(text, batch.benchmarks, complexity_features(batch.texts))
 
     def _contexts(self, text: np.ndarray, benchmarks: np.ndarray, complexity: np.ndarray) -> np.ndarray:
@@ -253,33 +254,32 @@ class Smoothie(Agent):
     """
 
     name = "smoothie"
-
     feedback = "full"
-    uses_test_outcomes = True
+    privileged = frozenset({"outputs"})
 
     def __init__(self, n_neighbors: int = 20, dim: int = 64):
         self.n_neighbors = n_neighbors
         self.dim = dim
-        self.output_featurizer: TextFeaturizer | None = None
+        self.output_featurizer: ObservationFeaturizer | None = None
 
     def fit(self, ctx: FitContext) -> dict[str, Any]:
-        t = _require_outputs(ctx.tournament, self.name)
-        outputs = t.output_text[ctx.train_rows].ravel()
-        self.output_featurizer = TextFeaturizer(kind="tfidf-svd", dim=self.dim, benchmark_onehot=False).fit(
-            outputs, np.zeros(len(outputs), dtype=np.int64), 1
+        self.access: PrivilegedAccess = ctx.privileged
+        t = _require_outputs(self.access.tournament, self.name)
+        train = ctx.train_tournament
+        outputs = train.output_text.ravel()
+        self.output_featurizer = ObservationFeaturizer(kind="tfidf-svd", dim=self.dim, benchmark_onehot=False, n_benchmarks=1).fit(
+            ObservationBatch(outputs, np.zeros(len(outputs), dtype=np.int64))
         )
-        self.input_config = {"kind": "tfidf-svd", "dim": self.dim}
-        self.train_split = ctx.train_split
-        self._cache: dict[int, tuple[Tournament, np.ndarray, Any]] = {}
-        return {}
+        self.input_featurizer = featurizer_for_context(ctx, kind="tfidf-svd", dim=self.dim)
+        self._cache: dict[str, tuple[np.ndarray, Any]] = {}
+        return {"n_models": t.n_models}
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         if self.output_featurizer is None:
             raise RuntimeError(f"{self.name}: call fit() before act_batch()")
-        t = _require_outputs(require_rows(batch, self.name), self.name)
+        t = self.access.tournament
         pair_dist, index = self._prepare(t)
-        queries = tournament_features(t, self.train_split, **self.input_config)[batch.rows]
-        neighbours = index.kneighbors(queries, return_distance=False)
+        neighbours = index.kneighbors(self.input_featurizer.transform(batch), return_distance=False)
         delta = pair_dist[neighbours].mean(axis=1)  # [n, K, K]
         k = t.n_models
         inv_theta = np.zeros((len(batch), k))
@@ -290,18 +290,19 @@ class Smoothie(Agent):
         return inv_theta.argmin(axis=1)
 
     def _prepare(self, t: Tournament) -> tuple[np.ndarray, Any]:
-        """Per row, squared distances between every pair of models' answers; a question index."""
-        if id(t) not in self._cache:
+        """Per row, squared distances between every pair of models' answers; a question index
+        over every tournament row (by question text). Keyed by the tournament's content."""
+        if t.fingerprint not in self._cache:
             from sklearn.neighbors import NearestNeighbors
 
             n, k = t.output_text.shape
-            emb = self.output_featurizer.transform(t.output_text.ravel(), np.zeros(n * k, dtype=np.int64))
+            emb = self.output_featurizer.transform(ObservationBatch(t.output_text.ravel(), np.zeros(n * k, dtype=np.int64)))
             emb = emb.reshape(n, k, -1).astype(np.float64)
             pair_dist = ((emb[:, :, None, :] - emb[:, None, :, :]) ** 2).sum(-1)  # [N, K, K]
-            queries = tournament_features(t, self.train_split, **self.input_config)
+            queries = self.input_featurizer.transform(ObservationBatch.from_tournament(t, np.arange(n)))
             index = NearestNeighbors(n_neighbors=min(self.n_neighbors, n), metric="cosine").fit(queries)
-            self._cache[id(t)] = (t, pair_dist, index)  # keeps t alive so its id stays unique
-        return self._cache[id(t)][1:]
+            self._cache = {t.fingerprint: (pair_dist, index)}  # one tournament at a time
+        return self._cache[t.fingerprint]
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

@@ -1,13 +1,13 @@
-"""Stable-Baselines3 routers: PPO, A2C and DQN trained through ``RoutingEnv`` (bandit feedback).
+"""Stable-Baselines3 routers: PPO, A2C and DQN trained through the context's env (bandit feedback).
 
-Each agent sees the question through ``BoxObservation`` (shared text features fitted on the
-training split plus the benchmark one-hot), learns online from the chosen model's reward
-only, and routes held-out questions with its policy: greedily (``deterministic=True``, the
+Each agent sees the observation through ``BoxObservation`` (text features fitted on the
+training observations, the benchmark one-hot and any other observation key flattened),
+learns online from the chosen model's reward only, and routes held-out questions with its policy: greedily (``deterministic=True``, the
 default) or by sampling (``deterministic=False``; for DQN that is SB3's epsilon-greedy with
 the final exploration rate).
 
-Every online decision goes to ``FitContext.step_hooks`` and to a built-in
-``CollapseTracker``, so ``fit`` returns the per-step regret against the oracle reward and the
+Every online decision goes to ``FitContext.step_hooks`` (through the env ``make_env`` returns)
+and to a built-in ``CollapseTracker``, so ``fit`` returns the per-step regret against the oracle reward and the
 collapse summary. Agents are saved in SB3's own zip format next to a small pickle of the
 featurizer and settings (``save``/``load``).
 
@@ -24,7 +24,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from routing_gym.errors import RoutingGymError, UnknownNameError
-from routing_gym_agents.base import Agent, FitContext, QueryBatch
+from routing_gym.envs.observation import ObservationBatch
+from routing_gym_agents.base import Agent, FitContext, featurizer_for_context
 from routing_gym_agents.registry import register_agent
 
 ALGOS = ("ppo", "a2c", "dqn")
@@ -65,6 +66,8 @@ class SB3Agent(Agent):
         features: ``routing_gym.features.FeatureConfig`` fields (default TF-IDF + SVD, 64-d).
         deterministic: greedy (True) or sampled (False) routing at evaluation.
         collapse_window / collapse_threshold: settings of the built-in ``CollapseTracker``.
+        include_difficulty: train and route with the generator's latent difficulty in the
+            observation (privileged: the agent is then reported as not deployable).
         seed: overrides ``FitContext.seed`` when given.
         algo_kwargs: any further SB3 constructor argument (e.g. ``n_steps``, ``gamma``,
             ``exploration_fraction``), merged over ``ALGO_DEFAULTS``.
@@ -85,6 +88,7 @@ class SB3Agent(Agent):
         collapse_threshold: float = 0.9,
         seed: int | None = None,
         progress: bool = False,
+        include_difficulty: bool = False,
         **algo_kwargs: Any,
     ):
         if algo not in ALGOS:
@@ -112,7 +116,8 @@ class SB3Agent(Agent):
         self.n_models: int | None = None
         self.model_ids: list[str] | None = None
         self.collapse: Any = None  # the CollapseTracker of the last fit
-        self.with_difficulty = False
+        self.privileged = frozenset({"difficulty"}) if include_difficulty else frozenset()
+        self.box: Any = None  # the training env's BoxFeatures (the featurizer with the observation layout)
 
     # ------------------------------------------------------------------ training
     def sb3_kwargs(self) -> dict[str, Any]:
@@ -135,22 +140,22 @@ class SB3Agent(Agent):
 
         torch.set_num_threads(1)  # 2 busy cores: more threads ran DQN 3x slower
         seed = ctx.seed if self.seed is None else self.seed
-        env = BoxObservation(ctx.make_env(), fit_split=ctx.train_split, **self.features)
-        self.featurizer = env.featurizer
-        self.with_difficulty = env.with_difficulty
+        self.featurizer = featurizer_for_context(ctx, **self.features)
+        env = BoxObservation(ctx.make_env(), featurizer=self.featurizer)
+        self.box = env.box
         self.n_models = ctx.n_models
-        self.model_ids = list(ctx.tournament.model_ids)
+        self.model_ids = ctx.model_ids
         cls = {"ppo": PPO, "a2c": A2C, "dqn": DQN}[self.algo]
         try:
             self.model = cls("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **self.sb3_kwargs())
         except TypeError as exc:  # e.g. a PPO-only option given to DQN
             raise TypeError(f"{self.algo.upper()} rejected the agent's SB3 arguments: {exc}") from None
 
-        tracker = CollapseTracker.for_tournament(
-            ctx.tournament, window=self.collapse_window, threshold=self.collapse_threshold
+        tracker = CollapseTracker(
+            n_models=ctx.n_models, model_ids=ctx.model_ids, window=self.collapse_window, threshold=self.collapse_threshold
         )
         regret: list[float] = []
-        hooks = [tracker, *ctx.step_hooks, lambda step, a, r, info: regret.append(info["oracle_reward"] - r)]
+        hooks = [tracker, lambda step, a, r, info: regret.append(info["oracle_reward"] - r)]
         start = time.perf_counter()
         self.model.learn(
             total_timesteps=self.total_timesteps,
@@ -159,6 +164,7 @@ class SB3Agent(Agent):
         )
         self.collapse = tracker
         return {
+            "objective": ctx.objective,
             "regret": regret,
             "collapse": tracker.summary(),
             "collapse_windows": tracker.to_frame().to_dict("records"),
@@ -167,18 +173,13 @@ class SB3Agent(Agent):
         }
 
     # ------------------------------------------------------------------ routing
-    def features_of(self, batch: QueryBatch) -> np.ndarray:
-        """The Box observations of a batch (same features as during training)."""
+    def features_of(self, batch: ObservationBatch) -> np.ndarray:
+        """The Box observations of a batch (the training env's ``BoxObservation.features``)."""
         self._check_fitted()
-        x = self.featurizer.transform(batch.texts, batch.benchmarks)
-        if self.with_difficulty:  # trained with include_difficulty: the last column
-            if batch.difficulty is None:
-                raise RoutingGymError("this agent was trained with difficulty in its observation; the batch has none")
-            x = np.hstack([x, np.asarray(batch.difficulty, dtype=np.float32).reshape(-1, 1)])
         low, high = self.model.observation_space.low, self.model.observation_space.high
-        return np.clip(x, low, high).astype(np.float32)
+        return np.clip(self.box.features(batch), low, high).astype(np.float32)
 
-    def act_batch(self, batch: QueryBatch, deterministic: bool | None = None) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch, deterministic: bool | None = None) -> np.ndarray:
         """One model index per query; ``deterministic`` overrides the agent's setting."""
         if len(batch) == 0:
             return np.zeros(0, dtype=np.int64)
@@ -187,7 +188,7 @@ class SB3Agent(Agent):
         actions, _ = self.model.predict(x, deterministic=greedy)
         return np.asarray(actions, dtype=np.int64).reshape(-1)
 
-    def action_probabilities(self, batch: QueryBatch) -> np.ndarray:
+    def action_probabilities(self, batch: ObservationBatch) -> np.ndarray:
         """``[n, K]`` policy probabilities (PPO/A2C); for DQN the one-hot of the greedy action."""
         import torch
 
@@ -201,7 +202,7 @@ class SB3Agent(Agent):
             return policy.get_distribution(obs).distribution.probs.numpy()
 
     def _check_fitted(self) -> None:
-        if self.model is None or self.featurizer is None:
+        if self.model is None or self.box is None:
             raise RoutingGymError(f"{self.name} ({self.algo}) is not trained: call fit(ctx) or load(path) first")
 
     # ------------------------------------------------------------------ persistence
@@ -216,6 +217,7 @@ class SB3Agent(Agent):
         state = {k: v for k, v in self.__dict__.items() if k not in ("model", "collapse")}
         with open(path / AGENT_FILE, "wb") as handle:
             pickle.dump({"class": type(self), "state": state}, handle)
+        self.write_manifest(path)
 
     @classmethod
     def load(cls, path: str | Path) -> SB3Agent:

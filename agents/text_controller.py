@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from routing_gym_agents.base import Agent, FitContext, QueryBatch
+from routing_gym.envs.observation import ObservationBatch
+from routing_gym_agents.base import Agent, FitContext
 from routing_gym_agents.controller_config import ControllerConfig
 from routing_gym_agents.controller_prompt import ModelLegend, PromptBuilder, parse_choices
 from routing_gym_agents.registry import register_agent
@@ -44,6 +45,8 @@ class TextControllerAgent(Agent):
             raise ValueError(f"stage must be 'sft' or 'grpo', got {stage!r}")
         self.stage = stage
         self.config = ControllerConfig.from_kwargs(config, **overrides)
+        # The prompt may show the generator's latent difficulty: privileged, so declared.
+        self.privileged = frozenset({"difficulty"}) if self.config.prompt.include_difficulty else frozenset()
         self.model_: Any = None
         self.tokenizer_: Any = None
         self.builder_: PromptBuilder | None = None
@@ -73,18 +76,18 @@ class TextControllerAgent(Agent):
         return logs
 
     # ------------------------------------------------------------------ routing
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         completions = self.complete(batch)
         return parse_choices(completions, self.builder_.legend.k)
 
-    def complete(self, batch: QueryBatch) -> list[str]:
+    def complete(self, batch: ObservationBatch) -> list[str]:
         """Greedy completions for ``batch``; also sets ``overhead_`` and ``completions_``."""
         from routing_gym_agents.controller_trainer import generate_greedy
 
         if self.model_ is None or self.builder_ is None:
             raise RuntimeError(f"{self.name}: call fit() (or load()) before routing")
-        self._check_pool(batch)
-        prompts = self.builder_.prompts(list(batch.texts), batch.difficulty, self.chat_)
+        difficulty = batch.get("difficulty")
+        prompts = self.builder_.prompts(list(batch.texts), None if difficulty is None else difficulty.reshape(-1), self.chat_)
         texts, overhead = generate_greedy(
             self.model_,
             self.tokenizer_,
@@ -104,14 +107,6 @@ class TextControllerAgent(Agent):
     def overhead(self) -> dict[str, Any]:
         """Per-query controller cost of the last ``act_batch`` (read by ``routing-gym compare``)."""
         return self.overhead_
-
-    def _check_pool(self, batch: QueryBatch) -> None:
-        legend = self.builder_.legend
-        if batch.tournament is not None and list(batch.tournament.model_ids) != list(legend.model_ids):
-            raise ValueError(
-                f"{self.name} was trained on models {list(legend.model_ids)} but the batch's tournament has "
-                f"{list(batch.tournament.model_ids)}; the letter legend would not match"
-            )
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:

@@ -17,9 +17,9 @@ import time
 import numpy as np
 
 from routing_gym.envs import Reward
-from routing_gym.features import tournament_features
+
 from routing_gym.sources import resolve_tournament
-from routing_gym_agents import FitContext, QueryBatch, make_agent
+from routing_gym_agents import FitContext, ObservationBatch, featurizer_for_context, make_agent
 
 BANDITS = ("linucb", "epsilon-greedy", "thompson")
 
@@ -46,11 +46,11 @@ def main() -> None:
 
     t = resolve_tournament(args.tournament)
     ctx = FitContext(t, Reward("gated_rank", {"lambda_e": args.lambda_e}), seed=0)
-    features = {"kind": "tfidf-svd", "dim": args.dim, "bias": True}
-    d = tournament_features(t, ctx.train_split, **features).shape[1]  # warm the feature cache
-    steps = args.epochs * len(ctx.train_rows)
-    test = QueryBatch.from_rows(t, t.split_rows("test"))
-    print(f"{t.card.name}: K={t.n_models}, d={d}, {steps} online decisions ({args.epochs} pass(es) of {len(ctx.train_rows)})")
+    featurizer = featurizer_for_context(ctx, kind="tfidf-svd", dim=args.dim, bias=True)
+    d = featurizer.transform(ctx.train_observations()).shape[1]  # warm the shared featurizer and its memo
+    steps = args.epochs * ctx.n_train
+    test = ObservationBatch.from_tournament(t, t.split_rows("test"))
+    print(f"{t.card.name}: K={t.n_models}, d={d}, {steps} online decisions ({args.epochs} pass(es) of {ctx.n_train})")
 
     env_rate = max(random_env_rate(ctx, steps) for _ in range(2))
     print(f"{'env loop, random actions':26s} {env_rate:10,.0f} decisions/s")

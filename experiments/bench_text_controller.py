@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     from routing_gym.envs import Reward
     from routing_gym.sources import resolve_tournament
-    from routing_gym_agents import FitContext, QueryBatch, make_agent
+    from routing_gym_agents import FitContext, ObservationBatch, make_agent
     from routing_gym_agents.controller_prompt import named_model
     from routing_gym_agents.controller_trainer import write_training_report
 
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.held_out:
         rows = t.split_rows("test")[: args.held_out]
         clock = CpuClock()
-        actions = agent.act_batch(QueryBatch.from_rows(t, rows))
+        actions = agent.act_batch(ObservationBatch.from_tournament(t, rows))
         act = clock.stop()
         result = ctx.make_env(split="test").evaluate(_full_split(actions, t, rows))
         valid = (actions >= 0) & (actions < t.n_models)

@@ -45,7 +45,7 @@ from routing_gym.envs.budget_env import BudgetRoutingEnv
 from routing_gym.eval.stats import bootstrap_mean_ci
 from routing_gym.sources import resolve_tournament
 from routing_gym.tournament import Tournament
-from routing_gym_agents import FitContext, QueryBatch, make_agent
+from routing_gym_agents import FitContext, ObservationBatch, make_agent
 from routing_gym_agents.lagrangian import LagrangianAgent, run_budget_episodes
 
 RESULTS = Path(__file__).resolve().parent / "results" / "budget"
@@ -95,7 +95,7 @@ def _row(method: str, budget: float, correct: np.ndarray, energy: np.ndarray, se
 def study(t: Tournament, budgets: list[float], seeds: list[int], horizon: int) -> pd.DataFrame:
     reward = Reward("gated_rank")
     test = t.split_rows("test")
-    batch = QueryBatch.from_rows(t, test)
+    batch = ObservationBatch.from_tournament(t, test)
     c_test, e_test = t.correct[test], t.energy_j[test]
     train_joules = t.energy_j[t.split_rows("train")].mean(axis=0)
     train_acc = t.correct[t.split_rows("train")].mean(axis=0)

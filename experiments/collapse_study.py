@@ -48,7 +48,7 @@ from routing_gym.envs.rewards import check_gate_on_data
 from routing_gym.eval.collapse import CollapseTracker, normalised_entropy, plot_selection_shares
 from routing_gym.sources import resolve_tournament
 from routing_gym.tournament import Tournament
-from routing_gym_agents import FitContext, QueryBatch, make_agent
+from routing_gym_agents import FitContext, ObservationBatch, make_agent
 
 RESULTS = Path(__file__).resolve().parent / "results" / "collapse"
 # Names under which reward functions take their price of energy (first match wins).
@@ -197,7 +197,7 @@ def run_one(tournament: Tournament, setting: Setting, seed: int, config: StudyCo
     test_rows = tournament.split_rows("test")
     env = RoutingEnv(tournament=tournament, split="test", reward=setting.reward, coefficients=reward.coefficients,
                      allow_ungated=reward.allow_ungated)
-    actions = agent.act_batch(QueryBatch.from_rows(tournament, test_rows))
+    actions = agent.act_batch(ObservationBatch.from_tournament(tournament, test_rows))
     metrics = env.evaluate(actions).metrics()
     oracle = oracle_targets(tournament, reward, rows=test_rows)
     ids = tournament.model_ids

@@ -38,10 +38,10 @@ import pandas as pd
 
 from routing_gym.envs import Reward
 from routing_gym.eval.ope import ESTIMATORS, REGRESSORS, epsilon_greedy_logging, ope_trials, summarize_trials, uniform_logging
-from routing_gym.features import tournament_features
+from routing_gym.features import fit_featurizer
 from routing_gym.sources import resolve_tournament
 from routing_gym.tournament import Tournament
-from routing_gym_agents import FitContext, QueryBatch, make_agent
+from routing_gym_agents import FitContext, ObservationBatch, make_agent
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ope"
 REWARD = Reward("gated_rank", {"lambda_e": 0.4})
@@ -68,7 +68,7 @@ def targets(t: Tournament, rows: np.ndarray) -> dict[str, np.ndarray]:
         joules = t.energy_j[t.split_rows("train")].mean(axis=0)
         fixed = t.model_ids[int(np.argsort(joules)[t.n_models // 2])]
     return {
-        "linucb": np.asarray(agent.act_batch(QueryBatch.from_rows(t, rows)), dtype=np.int64),
+        "linucb": np.asarray(agent.act_batch(ObservationBatch.from_tournament(t, rows)), dtype=np.int64),
         f"always {fixed}": np.full(len(rows), t.model_index(fixed), dtype=np.int64),
         "per-benchmark best": per_benchmark_best(t, rows),
     }
@@ -140,7 +140,9 @@ def main(argv: list[str] | None = None) -> None:
     rows = t.split_rows("test")
     out = args.out or RESULTS / t.card.name
     out.mkdir(parents=True, exist_ok=True)
-    features = tournament_features(t, "train", kind="tfidf-svd", dim=32, bias=True)[rows].astype(np.float64)
+    train = FitContext(t, REWARD).train_observations()
+    featurizer = fit_featurizer(train, n_benchmarks=len(t.benchmarks), kind="tfidf-svd", dim=32, bias=True)
+    features = featurizer.transform(ObservationBatch.from_tournament(t, rows)).astype(np.float64)
     values = {"reward": REWARD.matrix(t, rows), "accuracy": t.correct[rows], "energy_j": t.energy_j[rows]}
     policies = targets(t, rows)
     loggings = {

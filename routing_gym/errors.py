@@ -52,3 +52,8 @@ class InvalidActionError(RoutingGymError, ValueError):
 
 class EmptySplitError(RoutingGymError, ValueError):
     """A split or subset selects no queries."""
+
+
+class PrivilegedAccessError(RoutingGymError, PermissionError):
+    """An agent reached for information a deployed router would not have (held-out outcomes,
+    answer texts, the generator's latent difficulty) without declaring it."""

@@ -1,14 +1,22 @@
-"""Text features shared by agents (bandits, kNN, UniRoute, ...) and env wrappers (SB3 Box views).
+"""The observation preprocessor shared by agents (bandits, kNN, UniRoute, ...) and wrappers.
 
-A ``TextFeaturizer`` turns question texts plus benchmark codes into a dense ``float32``
-matrix with a fixed number of columns ``n_features``::
+``ObservationFeaturizer`` is a scikit-learn transformer from *observations* to a dense
+``float32`` matrix: it is fitted on the training observations and applied identically to any
+later batch, and it is saved with the agent that owns it::
 
-    f = TextFeaturizer(kind="tfidf-svd", dim=64).fit(train_texts, train_benchmarks, n_benchmarks)
-    X = f.transform(texts, benchmarks)          # float32 [n, f.n_features]
+    f = ObservationFeaturizer(kind="tfidf-svd", dim=64, n_benchmarks=B).fit(train_batch)
+    X = f.transform(batch)                       # float32 [n, f.n_features_out_]
 
-Kinds (``FEATURE_KINDS``):
+Input: an ``ObservationBatch`` (``routing_gym.envs.observation``), a list of observation dicts
+or one dict. Columns, in order: the text block (``dim`` columns), the benchmark one-hot
+(``benchmark_onehot``), a constant (``bias``), then every other observation key flattened with
+gymnasium's ``flatten`` rules (``difficulty``, ``budget_left``, ``available``, ...; the keys are
+fixed at ``fit``).
 
-- ``"tfidf-svd"``: TF-IDF of word 1-2 grams reduced to ``dim`` columns by TruncatedSVD (LSA);
+Text kinds (``FEATURE_KINDS``):
+
+- ``"tfidf-svd"``: TF-IDF of word 1-2 grams reduced to ``dim`` columns by TruncatedSVD (LSA),
+  unit-length rows;
 - ``"tfidf"``: TF-IDF restricted to the ``dim`` most frequent terms;
 - ``"hashing"``: HashingVectorizer with ``dim`` buckets (stateless, no vocabulary);
 - ``"benchmark"``: no text columns, only the benchmark one-hot;
@@ -18,183 +26,251 @@ Kinds (``FEATURE_KINDS``):
 - ``"sentence-transformers"``: a sentence-transformers model (needs the package and the
   Hub or a local copy), PCA-reduced to ``dim``.
 
-Every kind appends the benchmark one-hot (``benchmark_onehot=True``) and optionally a
-constant column (``bias=True``). Everything learned (vocabulary, SVD, PCA) is fitted on the
-training split only. When a fitted kind has fewer components than ``dim`` (a tiny
-vocabulary), the missing columns are zeros, so the shape never depends on the data.
+Everything learned (vocabulary, SVD, PCA) comes from the ``fit`` batch only. When a fitted kind
+has fewer components than ``dim`` (a tiny vocabulary), the missing columns are zeros, so the
+shape never depends on the data. The text block of a row depends on that row alone, so a
+featurizer keeps a bounded memo of the text blocks it has computed: an online agent that
+featurizes one observation per step pays a dictionary lookup for a question it has seen.
 
-``featurizer_for(tournament, split="train", **config)`` fits once per (tournament content,
-split, config) and caches the result in memory and, with ``disk=True``, under
-``routing_gym.paths.cache_dir() / "features"``.
+``fit_featurizer(batch, **params)`` fits once per (parameters, training content) and shares the
+fitted object between agents (bounded, content-keyed cache; ``disk=True`` also pickles it under
+``routing_gym.paths.cache_dir() / "features"``, worth it for the neural kinds).
 """
 
 from __future__ import annotations
 
 import hashlib
 import pickle
-from dataclasses import asdict, dataclass
+from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
 
+from routing_gym.envs.observation import QUESTION_KEYS, ObservationBatch
 from routing_gym.errors import RoutingGymError, UnknownNameError
-from routing_gym.tournament import Tournament
 
 FEATURE_KINDS = ("tfidf-svd", "tfidf", "hashing", "benchmark", "lm", "sentence-transformers")
+BOUNDED_KINDS = ("tfidf-svd", "tfidf", "hashing", "benchmark")  # text block rows have unit length or less
 _NEURAL = ("lm", "sentence-transformers")
+_MEMO_SIZE = 200_000  # text blocks remembered per featurizer
 
 
-@dataclass(frozen=True)
-class FeatureConfig:
-    """How texts become vectors; every field is part of the cache key."""
-
-    kind: str = "tfidf-svd"  # one of FEATURE_KINDS
-    dim: int = 64  # text columns (before the benchmark one-hot and bias)
-    benchmark_onehot: bool = True  # append one column per benchmark
-    bias: bool = False  # append a constant 1 column (linear models without an intercept)
-    ngram_max: int = 2  # word n-grams 1..ngram_max for tfidf / hashing
-    seed: int = 0  # TruncatedSVD / PCA randomness
-    lm_path: str | None = None  # "lm": a transformers model directory; None = the offline SmolLM2
-    st_model: str = "sentence-transformers/all-MiniLM-L6-v2"  # "sentence-transformers" model name
-    batch_size: int = 16  # neural kinds: texts per forward pass
-    max_length: int = 256  # neural kinds: tokens kept per text
-
-    def __post_init__(self) -> None:
-        if self.kind not in FEATURE_KINDS:
-            raise UnknownNameError("feature kind", self.kind, list(FEATURE_KINDS))
-        if self.dim < 0 or (self.dim == 0 and self.kind != "benchmark"):
-            raise ValueError(f"feature dim must be > 0 for kind {self.kind!r}, got {self.dim}")
-        if self.ngram_max < 1:
-            raise ValueError(f"ngram_max must be >= 1, got {self.ngram_max}")
+def as_batch(observations: Any) -> ObservationBatch:
+    """An ``ObservationBatch`` from a batch, a list of observation dicts or one dict."""
+    if isinstance(observations, ObservationBatch):
+        return observations
+    if isinstance(observations, dict):
+        return ObservationBatch.from_observations([observations])
+    if isinstance(observations, (list, tuple)):
+        return ObservationBatch.from_observations(list(observations))
+    raise TypeError(f"expected an ObservationBatch, observation dicts or one dict, got {type(observations).__name__}")
 
 
-class TextFeaturizer:
-    """Fit on training texts, then map any texts (and benchmark codes) to ``float32 [n, d]``."""
+class ObservationFeaturizer(TransformerMixin, BaseEstimator):
+    """Fit on training observations, then map any observations to ``float32 [n, n_features_out_]``.
 
-    def __init__(self, config: FeatureConfig | None = None, **kwargs: Any):
-        if config is not None and kwargs:
-            raise TypeError("pass either a FeatureConfig or keyword options, not both")
-        self.config = config or FeatureConfig(**kwargs)
-        if self.config.kind == "benchmark":
-            self.config = FeatureConfig(**{**asdict(self.config), "dim": 0})
-        self.n_benchmarks: int | None = None
-        self._vectorizer: Any = None  # sklearn TfidfVectorizer / HashingVectorizer
-        self._reducer: Any = None  # TruncatedSVD (sparse) or PCA (dense embeddings)
+    Args:
+        kind / dim / ngram_max / seed: the text block (see the module docstring).
+        n_benchmarks: size of the benchmark one-hot (the observation space's ``benchmark.n``).
+        benchmark_onehot / bias: append the one-hot / a constant 1 column.
+        extra_keys: observation keys appended after the text and benchmark columns; None: every
+            key the ``fit`` batch has besides ``text`` and ``benchmark``.
+        lm_path / st_model / batch_size / max_length: the neural kinds.
+    """
+
+    def __init__(
+        self,
+        kind: str = "tfidf-svd",
+        dim: int = 64,
+        n_benchmarks: int | None = None,
+        benchmark_onehot: bool = True,
+        bias: bool = False,
+        ngram_max: int = 2,
+        seed: int = 0,
+        extra_keys: Sequence[str] | None = None,
+        lm_path: str | None = None,
+        st_model: str = "sentence-transformers/all-MiniLM-L6-v2",
+        batch_size: int = 16,
+        max_length: int = 256,
+    ):
+        self.kind = kind
+        self.dim = dim
+        self.n_benchmarks = n_benchmarks
+        self.benchmark_onehot = benchmark_onehot
+        self.bias = bias
+        self.ngram_max = ngram_max
+        self.seed = seed
+        self.extra_keys = extra_keys
+        self.lm_path = lm_path
+        self.st_model = st_model
+        self.batch_size = batch_size
+        self.max_length = max_length
+
+    # ------------------------------------------------------------------ scikit-learn API
+    def fit(self, X: Any, y: Any = None) -> ObservationFeaturizer:
+        """Learn the vocabulary / projection from training observations; returns ``self``."""
+        self._check_params()
+        batch = as_batch(X)
+        texts = _as_texts(batch.texts)
+        if not texts:
+            raise RoutingGymError("ObservationFeaturizer.fit needs at least one training observation")
+        self.text_dim_ = 0 if self.kind == "benchmark" else int(self.dim)
+        self.extra_keys_ = list(batch.extras) if self.extra_keys is None else list(self.extra_keys)
+        missing = [k for k in self.extra_keys_ if batch.get(k) is None]
+        if missing:
+            raise RoutingGymError(f"ObservationFeaturizer: the fit observations have no key(s) {missing}; keys: {batch.keys}")
+        self.extra_widths_ = [int(np.asarray(batch.get(k))[:1].reshape(1, -1).shape[1]) for k in self.extra_keys_]
+        self.vectorizer_: Any = None
+        self.reducer_: Any = None
         self._encoder: _NeuralEncoder | None = None
-
-    # ------------------------------------------------------------------ public API
-    @property
-    def fitted(self) -> bool:
-        return self.n_benchmarks is not None
-
-    @property
-    def n_features(self) -> int:
-        """Columns of ``transform``'s output (text dim + one-hot + bias)."""
-        self._check_fitted()
-        c = self.config
-        return c.dim + (self.n_benchmarks if c.benchmark_onehot else 0) + int(c.bias)
-
-    def fit(self, texts: Sequence[str], benchmarks: Sequence[int] | np.ndarray, n_benchmarks: int) -> TextFeaturizer:
-        """Learn the vocabulary / projection from training texts; returns ``self``."""
-        texts = _as_texts(texts)
-        if len(texts) == 0:
-            raise RoutingGymError("TextFeaturizer.fit needs at least one training text")
-        if len(np.asarray(benchmarks)) != len(texts):
-            raise ValueError(f"fit got {len(texts)} texts but {len(np.asarray(benchmarks))} benchmark codes")
-        if n_benchmarks < 1:
-            raise ValueError(f"n_benchmarks must be >= 1, got {n_benchmarks}")
-        c = self.config
-        if c.kind in ("tfidf", "tfidf-svd"):
+        if self.kind in ("tfidf", "tfidf-svd"):
             from sklearn.feature_extraction.text import TfidfVectorizer
 
-            self._vectorizer = TfidfVectorizer(
-                ngram_range=(1, c.ngram_max),
+            self.vectorizer_ = TfidfVectorizer(
+                ngram_range=(1, self.ngram_max),
                 sublinear_tf=True,
-                max_features=c.dim if c.kind == "tfidf" else None,
+                max_features=self.dim if self.kind == "tfidf" else None,
                 dtype=np.float32,
             )
-            sparse = self._vectorizer.fit_transform(texts)
-            if c.kind == "tfidf-svd":
+            sparse = self.vectorizer_.fit_transform(texts)
+            if self.kind == "tfidf-svd":
                 # TruncatedSVD needs fewer components than both matrix sides; pad the rest.
-                n_components = min(c.dim, sparse.shape[1] - 1, sparse.shape[0] - 1)
+                n_components = min(self.dim, sparse.shape[1] - 1, sparse.shape[0] - 1)
                 if n_components >= 1:
                     from sklearn.decomposition import TruncatedSVD
 
-                    self._reducer = TruncatedSVD(n_components, random_state=c.seed).fit(sparse)
-        elif c.kind == "hashing":
+                    self.reducer_ = TruncatedSVD(n_components, random_state=self.seed).fit(sparse)
+        elif self.kind == "hashing":
             from sklearn.feature_extraction.text import HashingVectorizer
 
-            self._vectorizer = HashingVectorizer(
-                n_features=c.dim, ngram_range=(1, c.ngram_max), alternate_sign=False, dtype=np.float32
+            self.vectorizer_ = HashingVectorizer(
+                n_features=self.dim, ngram_range=(1, self.ngram_max), alternate_sign=False, dtype=np.float32
             )
-        elif c.kind in _NEURAL:
-            self._encoder = _NeuralEncoder(c)
+        elif self.kind in _NEURAL:
+            self._encoder = _NeuralEncoder(self)
             embeddings = self._encoder.encode(texts)
-            n_components = min(c.dim, embeddings.shape[1], embeddings.shape[0])
+            n_components = min(self.dim, embeddings.shape[1], embeddings.shape[0])
             if n_components < embeddings.shape[1]:
                 from sklearn.decomposition import PCA
 
-                self._reducer = PCA(n_components, random_state=c.seed).fit(embeddings)
-        self.n_benchmarks = int(n_benchmarks)
+                self.reducer_ = PCA(n_components, random_state=self.seed).fit(embeddings)
+        self.n_features_out_ = (
+            self.text_dim_ + (self.n_benchmarks if self.benchmark_onehot else 0) + int(self.bias) + sum(self.extra_widths_)
+        )
+        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
         return self
 
-    def transform(self, texts: Sequence[str], benchmarks: Sequence[int] | np.ndarray) -> np.ndarray:
-        """``float32 [n, n_features]``; benchmark codes outside [0, B) get an all-zero one-hot."""
+    def transform(self, X: Any) -> np.ndarray:
+        """``float32 [n, n_features_out_]``; benchmark codes outside [0, B) get an all-zero one-hot."""
         self._check_fitted()
-        texts = _as_texts(texts)
-        codes = np.asarray(benchmarks, dtype=np.int64).reshape(-1)
-        if len(codes) != len(texts):
-            raise ValueError(f"transform got {len(texts)} texts but {len(codes)} benchmark codes")
-        c = self.config
-        parts = [self._text_block(texts)] if c.dim else []
-        if c.benchmark_onehot:
-            onehot = np.zeros((len(texts), self.n_benchmarks), dtype=np.float32)
+        batch = as_batch(X)
+        n = len(batch)
+        parts = [self._text_block(_as_texts(batch.texts))] if self.text_dim_ else []
+        if self.benchmark_onehot:
+            codes = np.asarray(batch.benchmarks, dtype=np.int64).reshape(-1)
+            onehot = np.zeros((n, self.n_benchmarks), dtype=np.float32)
             known = (codes >= 0) & (codes < self.n_benchmarks)
             onehot[np.flatnonzero(known), codes[known]] = 1.0
             parts.append(onehot)
-        if c.bias:
-            parts.append(np.ones((len(texts), 1), dtype=np.float32))
+        if self.bias:
+            parts.append(np.ones((n, 1), dtype=np.float32))
+        for key, width in zip(self.extra_keys_, self.extra_widths_):
+            values = batch.get(key)
+            if values is None:
+                raise RoutingGymError(f"{self!r} was fitted with observation key {key!r}; this batch has only {batch.keys}")
+            parts.append(np.asarray(values, dtype=np.float32).reshape(n, width))
         if not parts:
-            return np.zeros((len(texts), 0), dtype=np.float32)
+            return np.zeros((n, 0), dtype=np.float32)
         return np.ascontiguousarray(np.hstack(parts), dtype=np.float32)
 
-    def fit_transform(self, texts: Sequence[str], benchmarks: Sequence[int] | np.ndarray, n_benchmarks: int) -> np.ndarray:
-        return self.fit(texts, benchmarks, n_benchmarks).transform(texts, benchmarks)
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        self._check_fitted()
+        names = [f"text{i}" for i in range(self.text_dim_)]
+        names += [f"benchmark{i}" for i in range(self.n_benchmarks if self.benchmark_onehot else 0)]
+        names += ["bias"] if self.bias else []
+        for key, width in zip(self.extra_keys_, self.extra_widths_):
+            names += [key] if width == 1 else [f"{key}{i}" for i in range(width)]
+        return np.asarray(names, dtype=object)
+
+    # ------------------------------------------------------------------ conveniences
+    @property
+    def fitted(self) -> bool:
+        return hasattr(self, "n_features_out_")
+
+    @property
+    def n_features(self) -> int:
+        self._check_fitted()
+        return self.n_features_out_
+
+    @property
+    def bounded(self) -> bool:
+        """True when every text/one-hot/bias column lies in [-1, 1] (extras bring their own bounds)."""
+        return self.kind in BOUNDED_KINDS
 
     def __getstate__(self) -> dict[str, Any]:
-        # The neural encoder (torch weights) is reloaded on demand instead of pickled.
+        # The neural encoder (torch weights) is reloaded on demand and the memo rebuilt.
         state = dict(self.__dict__)
-        state["_encoder"] = None
+        state.pop("_encoder", None)
+        state.pop("_memo", None)
         return state
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._encoder = None
+        self._memo = OrderedDict()
+
     def __repr__(self) -> str:
-        c = self.config
-        return f"TextFeaturizer(kind={c.kind!r}, dim={c.dim}, fitted={self.fitted})"
+        return f"ObservationFeaturizer(kind={self.kind!r}, dim={self.dim}, fitted={self.fitted})"
 
     # ------------------------------------------------------------------ internals
+    def _check_params(self) -> None:
+        if self.kind not in FEATURE_KINDS:
+            raise UnknownNameError("feature kind", self.kind, list(FEATURE_KINDS))
+        if self.kind != "benchmark" and self.dim <= 0:
+            raise ValueError(f"feature dim must be > 0 for kind {self.kind!r}, got {self.dim}")
+        if self.ngram_max < 1:
+            raise ValueError(f"ngram_max must be >= 1, got {self.ngram_max}")
+        if self.n_benchmarks is None or self.n_benchmarks < 1:
+            raise ValueError(
+                f"n_benchmarks must be >= 1 (the observation space's benchmark.n), got {self.n_benchmarks!r}"
+            )
+
     def _check_fitted(self) -> None:
         if not self.fitted:
-            raise RoutingGymError(f"{self!r} is not fitted: call fit(train_texts, train_benchmarks, n_benchmarks) first")
+            raise RoutingGymError(f"{self!r} is not fitted: call fit(train_observations) first")
 
     def _text_block(self, texts: list[str]) -> np.ndarray:
-        c = self.config
-        if c.kind in _NEURAL:
+        """Text columns of each text, from the memo where possible (rows are independent)."""
+        memo = self._memo
+        missing = list(dict.fromkeys(t for t in texts if t not in memo))
+        if missing:
+            block = self._compute_text_block(missing)
+            for text, row in zip(missing, block):
+                memo[text] = row
+            while len(memo) > _MEMO_SIZE:
+                memo.popitem(last=False)
+        if len(texts) == 1:
+            return memo[texts[0]][None].copy()
+        return np.stack([memo[t] for t in texts]) if texts else np.zeros((0, self.text_dim_), dtype=np.float32)
+
+    def _compute_text_block(self, texts: list[str]) -> np.ndarray:
+        if self.kind in _NEURAL:
             if self._encoder is None:
-                self._encoder = _NeuralEncoder(c)
+                self._encoder = _NeuralEncoder(self)
             dense = self._encoder.encode(texts)
-        else:
-            sparse = self._vectorizer.transform(texts)
-            if c.kind == "tfidf-svd":
-                if self._reducer is None:  # a one-word vocabulary: nothing to project
-                    return np.zeros((len(texts), c.dim), dtype=np.float32)
-                dense = self._reducer.transform(sparse)
-                # LSA convention: unit-length rows, so similarity is cosine and scales stay comparable.
-                norms = np.linalg.norm(dense, axis=1, keepdims=True)
-                return _pad(dense / np.where(norms > 0, norms, 1.0), c.dim)
-            return _pad(sparse.toarray(), c.dim)
-        if self._reducer is not None:
-            dense = self._reducer.transform(dense)
-        return _pad(dense, c.dim)
+            if self.reducer_ is not None:
+                dense = self.reducer_.transform(dense)
+            return _pad(dense, self.dim)
+        sparse = self.vectorizer_.transform(texts)
+        if self.kind == "tfidf-svd":
+            if self.reducer_ is None:  # a one-word vocabulary: nothing to project
+                return np.zeros((len(texts), self.dim), dtype=np.float32)
+            dense = self.reducer_.transform(sparse)
+            # LSA convention: unit-length rows, so similarity is cosine and scales stay comparable.
+            norms = np.linalg.norm(dense, axis=1, keepdims=True)
+            return _pad(dense / np.where(norms > 0, norms, 1.0), self.dim)
+        return _pad(sparse.toarray(), self.dim)
 
 
 def _as_texts(texts: Sequence[str] | np.ndarray) -> list[str]:
@@ -216,7 +292,7 @@ def _pad(matrix: np.ndarray, dim: int) -> np.ndarray:
 class _NeuralEncoder:
     """Mean-pooled embeddings of a causal LM or a sentence-transformers model (lazy imports)."""
 
-    def __init__(self, config: FeatureConfig):
+    def __init__(self, config: ObservationFeaturizer):
         self.config = config
         self._model: Any = None
         self._tokenizer: Any = None
@@ -270,86 +346,63 @@ class _NeuralEncoder:
         return np.concatenate(out).astype(np.float32)
 
 
-# ---------------------------------------------------------------------- per-tournament cache
-_CACHE: dict[str, TextFeaturizer] = {}
+# ---------------------------------------------------------------------- shared fits
+_FITTED: OrderedDict[str, ObservationFeaturizer] = OrderedDict()
+_FITTED_SIZE = 16
 
 
-def featurizer_for(
-    tournament: Tournament, split: str = "train", disk: bool = False, **config: Any
-) -> TextFeaturizer:
-    """A featurizer fitted on ``split`` of ``tournament`` (cached; the same object is returned
-    for the same tournament content, split and config).
+def fit_featurizer(batch: ObservationBatch, disk: bool = False, name: str = "features", **params: Any) -> ObservationFeaturizer:
+    """An ``ObservationFeaturizer(**params)`` fitted on ``batch``, shared between callers that
+    fit the same parameters on the same observations (a bounded cache keyed by content).
 
-    The key hashes the tournament name, the split's prompts and the benchmark list, so two
-    tournaments that share a name but not their questions never share features. With
-    ``disk=True`` the fitted featurizer is also pickled under ``cache_dir()/features`` (worth
-    it for the neural kinds).
+    Treat the result as read-only (clone it with ``sklearn.base.clone`` to refit). With
+    ``disk=True`` it is also pickled under ``cache_dir()/features`` as ``<name>-<key>.pkl``.
     """
-    cfg = FeatureConfig(**config)
-    rows = tournament.split_rows(split)
-    key = _cache_key(tournament, split, rows, cfg)
-    if key in _CACHE:
-        return _CACHE[key]
+    featurizer = ObservationFeaturizer(**params)
+    featurizer._check_params()
+    key = _fit_key(batch, featurizer)
+    if key in _FITTED:
+        _FITTED.move_to_end(key)
+        return _FITTED[key]
     path = None
     if disk:
         from routing_gym.paths import cache_dir
 
         folder = cache_dir() / "features"
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{_safe(tournament.card.name)}-{split}-{key[:16]}.pkl"
+        path = folder / f"{_safe(name)}-{key[:16]}.pkl"
         if path.exists():
             with open(path, "rb") as handle:
-                _CACHE[key] = pickle.load(handle)
-            return _CACHE[key]
-    texts = tournament.queries["prompt"].to_numpy(dtype=object)[rows]
-    featurizer = TextFeaturizer(cfg).fit(texts, tournament.benchmark_codes[rows], len(tournament.benchmarks))
-    if path is not None:
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as handle:
-            pickle.dump(featurizer, handle)
-        tmp.replace(path)  # atomic: a concurrent reader never sees half a file
-    _CACHE[key] = featurizer
+                featurizer = pickle.load(handle)
+    if not featurizer.fitted:
+        featurizer.fit(batch)
+        if path is not None:
+            tmp = path.with_suffix(".tmp")
+            with open(tmp, "wb") as handle:
+                pickle.dump(featurizer, handle)
+            tmp.replace(path)  # atomic: a concurrent reader never sees half a file
+    _FITTED[key] = featurizer
+    while len(_FITTED) > _FITTED_SIZE:
+        _FITTED.popitem(last=False)
     return featurizer
 
 
-# All-rows feature matrices per (featurizer, tournament content): online agents index rows.
-_MATRICES: dict[tuple[int, str], np.ndarray] = {}
-
-
-def tournament_features(tournament: Tournament, split: str = "train", **config: Any) -> np.ndarray:
-    """``float32 [N, d]`` features of *every* query of the tournament (row order), with the
-    featurizer fitted on ``split`` only; cached, so online agents can index rows cheaply."""
-    featurizer = featurizer_for(tournament, split, **config)
-    key = (id(featurizer), _content_hash(tournament))
-    if key not in _MATRICES:
-        texts = tournament.queries["prompt"].to_numpy(dtype=object)
-        matrix = featurizer.transform(texts, tournament.benchmark_codes)
-        matrix.setflags(write=False)  # shared between agents: nobody may modify it in place
-        _MATRICES[key] = matrix
-    return _MATRICES[key]
-
-
 def clear_feature_cache() -> None:
-    """Forget every in-memory featurizer and matrix (the disk cache stays)."""
-    _CACHE.clear()
-    _MATRICES.clear()
+    """Forget every shared in-memory featurizer (the disk cache stays)."""
+    _FITTED.clear()
 
 
-def _content_hash(tournament: Tournament, rows: np.ndarray | None = None) -> str:
-    q = tournament.queries if rows is None else tournament.queries.iloc[rows]
-    h = hashlib.sha1(tournament.card.name.encode())
-    h.update("\x1f".join(tournament.benchmarks).encode())
-    h.update("\x1e".join(q["prompt"].astype(str)).encode())
-    h.update(np.asarray(tournament.benchmark_codes if rows is None else tournament.benchmark_codes[rows]).tobytes())
+def _fit_key(batch: ObservationBatch, featurizer: ObservationFeaturizer) -> str:
+    import sklearn
+
+    h = hashlib.sha1(repr((sorted(featurizer.get_params().items()), sklearn.__version__)).encode())
+    h.update("\x1e".join(_as_texts(batch.texts)).encode())
+    h.update(np.ascontiguousarray(batch.benchmarks, dtype=np.int64).tobytes())
+    for key in sorted(batch.extras):
+        h.update(key.encode())
+        h.update(np.ascontiguousarray(batch.extras[key]).tobytes())
     return h.hexdigest()
 
 
-def _cache_key(tournament: Tournament, split: str, rows: np.ndarray, cfg: FeatureConfig) -> str:
-    import sklearn
-
-    payload = repr((split, sorted(asdict(cfg).items()), sklearn.__version__, _content_hash(tournament, rows)))
-    return hashlib.sha1(payload.encode()).hexdigest()
-
-
 def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "tournament"
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "features"

@@ -12,7 +12,7 @@ from conftest import make_tournament
 
 from routing_gym.envs import Reward, RoutingEnv
 from routing_gym.errors import UnknownNameError
-from routing_gym_agents import FitContext, QueryBatch, list_agents, make_agent, register_agent
+from routing_gym_agents import FitContext, ObservationBatch, list_agents, make_agent, register_agent
 from routing_gym_agents import registry
 from routing_gym_agents.baselines import RandomRouter
 
@@ -85,6 +85,6 @@ def test_entry_point_agent_from_outside_the_package(tmp_path, monkeypatch) -> No
     expected = int(t.energy_j[t.split_rows("train")].mean(axis=0).argmin())
     assert logs == {"choice": expected}
     env = RoutingEnv(tournament=t, split="test")
-    result = env.evaluate(agent.act_batch(QueryBatch.from_rows(t, env.rows)))
+    result = env.evaluate(agent.act_batch(ObservationBatch.from_tournament(t, env.rows)))
     assert result.metrics()["mean_energy_j"] == pytest.approx(t.energy_j[env.rows, expected].mean())
     assert np.all(result.valid)

@@ -11,7 +11,7 @@ from conftest import make_tournament
 
 from routing_gym.envs import Reward, RoutingEnv
 from routing_gym.tournament import Tournament
-from routing_gym_agents import FitContext, QueryBatch, make_agent
+from routing_gym_agents import FitContext, ObservationBatch, make_agent
 from routing_gym_agents.bandits import EpsilonGreedy, RidgeArms
 
 BANDITS = ["linucb", "epsilon-greedy", "thompson"]
@@ -35,12 +35,12 @@ def topical_tournament(n: int = 600, k: int = 4, seed: int = 0) -> Tournament:
 def held_out(agent: Any, t: Tournament, coef: dict[str, float] = COEF) -> dict[str, float]:
     """Metrics of the agent's routes on the test split, scored by a real RoutingEnv."""
     env = RoutingEnv(tournament=t, split="test", coefficients=coef)
-    return env.evaluate(agent.act_batch(QueryBatch.from_rows(t, env.rows))).metrics()
+    return env.evaluate(agent.act_batch(ObservationBatch.from_tournament(t, env.rows))).metrics()
 
 
 def fitted(name: str, t: Tournament, seed: int = 0, hooks: list | None = None, **kwargs: Any) -> tuple[Any, dict]:
     agent = make_agent(name, **kwargs)
-    logs = agent.fit(FitContext(t, Reward("gated_rank", COEF), seed=seed, step_hooks=hooks or []))
+    logs = agent.fit(FitContext(t, Reward("gated_rank", COEF), seed=seed, step_hooks=hooks or [], grants=agent.privileged))
     return agent, logs
 
 
@@ -132,10 +132,10 @@ def test_ridge_arms_match_the_direct_solution() -> None:
 def test_save_load_round_trip_and_act_matches_act_batch(topical: Tournament, name: str, tmp_path) -> None:
     agent, _ = fitted(name, topical)
     env = RoutingEnv(tournament=topical, split="test", order="sequential")
-    batch_actions = agent.act_batch(QueryBatch.from_rows(topical, env.rows))
+    batch_actions = agent.act_batch(ObservationBatch.from_tournament(topical, env.rows))
     agent.save(tmp_path / "agent.pkl")
     loaded = type(agent).load(tmp_path / "agent.pkl")
-    np.testing.assert_array_equal(loaded.act_batch(QueryBatch.from_rows(topical, env.rows)), batch_actions)
+    np.testing.assert_array_equal(loaded.act_batch(ObservationBatch.from_tournament(topical, env.rows)), batch_actions)
     single = [loaded.act(env.reset()[0]) for _ in range(40)]  # sequential order: the first 40 test rows
     np.testing.assert_array_equal(single, batch_actions[:40])
 
@@ -147,4 +147,4 @@ def test_hyperparameters_are_checked() -> None:
         with pytest.raises(ValueError):
             make_agent(name, **bad)
     with pytest.raises(RuntimeError, match="fit"):
-        make_agent("linucb").act_batch(QueryBatch.from_rows(make_tournament(), np.arange(3)))
+        make_agent("linucb").act_batch(ObservationBatch.from_tournament(make_tournament(), np.arange(3)))

@@ -8,8 +8,8 @@ import pytest
 from conftest import make_tournament
 from gymnasium.utils.env_checker import check_env
 
-from routing_gym.envs import Reward
-from routing_gym.envs.budget_env import BUDGET_ID, BudgetRoutingEnv, budget_report
+from routing_gym.envs import BUDGET_ID, Reward
+from routing_gym.envs.budget_env import BudgetRoutingEnv, budget_report
 from routing_gym.errors import RoutingGymError
 from routing_gym_agents import FitContext
 from routing_gym_agents.lagrangian import LagrangianAgent, run_budget_episodes
@@ -31,7 +31,7 @@ def test_budget_left_tracks_spend_and_the_episode_ends_after_horizon(toy):
     obs, info = env.reset(seed=1)
     spent, correct = 0.0, []
     for t in range(5):
-        row = info["row"] if t == 0 else info["next_row"]
+        row = toy.query_ids.index(info["query_id"] if t == 0 else info["next_query_id"])
         obs, reward, terminated, truncated, info = env.step(t % toy.n_models)
         spent += toy.energy_j[row, t % toy.n_models]
         correct.append(toy.correct[row, t % toy.n_models])

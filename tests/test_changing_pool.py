@@ -9,7 +9,9 @@ from conftest import make_tournament
 from gymnasium.utils.env_checker import check_env
 
 from routing_gym.envs import Reward
-from routing_gym.envs.changing_pool_env import CHANGING_POOL_ID, ChangingPoolEnv, PoolEvent, pool_change_regret
+from routing_gym.envs import CHANGING_POOL_ID
+from routing_gym.envs.changing_pool_env import ChangingPoolEnv, PoolEvent
+from routing_gym.eval.pool_change import pool_change_regret
 from routing_gym.errors import InvalidActionError, RoutingGymError
 
 EVENTS = [(3, "add", "m3"), (6, "remove", "m0")]
@@ -17,7 +19,7 @@ EVENTS = [(3, "add", "m3"), (6, "remove", "m0")]
 
 def test_check_env_and_registered_id(toy):
     check_env(gym.make(CHANGING_POOL_ID, tournament=toy, events=EVENTS).unwrapped)
-    assert gym.make(CHANGING_POOL_ID, tournament=toy).unwrapped.config["invalid_action"] == "penalize"
+    assert gym.make(CHANGING_POOL_ID, tournament=toy).unwrapped.config.invalid_action == "penalize"
 
 
 def test_events_change_the_pool_at_their_step(toy):

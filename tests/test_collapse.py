@@ -19,7 +19,7 @@ from routing_gym.eval.collapse import (
     track_actions,
 )
 from routing_gym.eval.metrics import selection_entropy, selection_frequencies
-from routing_gym_agents import FitContext, QueryBatch, make_agent
+from routing_gym_agents import FitContext, ObservationBatch, make_agent
 
 DOMINANT = 1  # the model the forced-collapse reward favours
 
@@ -166,7 +166,7 @@ def test_forced_collapse_flagged_at_the_right_step_through_hooks_and_callback():
     assert not frame["collapsed"].iloc[0]  # the untrained policy was still spread out
     assert frame["collapsed"].iloc[-1] and frame["top1_model"].iloc[-1] == t.model_ids[DOMINANT]
     assert frame["entropy"].iloc[-1] < frame["entropy"].iloc[0]
-    routed = agent.act_batch(QueryBatch.from_rows(t, t.split_rows("test")))
+    routed = agent.act_batch(ObservationBatch.from_tournament(t, t.split_rows("test")))
     assert (routed == DOMINANT).all()
 
 

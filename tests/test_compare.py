@@ -17,7 +17,7 @@ import pytest
 
 from routing_gym.cli import main
 from routing_gym.eval.compare import FIXED_PREFIX, CompareConfig, markdown_report, run_compare, write_outputs
-from routing_gym_agents import Agent, FitContext, QueryBatch, register_agent
+from routing_gym_agents import Agent, FitContext, ObservationBatch, register_agent
 from routing_gym_agents import registry
 
 from conftest import make_tournament
@@ -33,14 +33,16 @@ class ConstantAgent(Agent):
     def __init__(self, model: int = 0):
         self.model = model
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         self.overhead = {"decode_s": np.full(len(batch), 0.25), "tokens": 12.0}
         return np.full(len(batch), self.model)
 
 
 @register_agent("ext-greedy")
 class GreedyBandit(Agent):
-    """Epsilon-greedy over arms without context, online through the env (bandit feedback)."""
+    """Epsilon-greedy over arms without context, online through the env (bandit feedback).
+
+    It calls no hook itself: the env ``make_env`` returns reports every step (regret curves)."""
 
     feedback = "bandit"
 
@@ -49,18 +51,16 @@ class GreedyBandit(Agent):
         rng = np.random.default_rng(ctx.seed)
         total, count = np.zeros(k), np.full(k, 1e-9)
         env.reset(seed=ctx.seed)
-        for step in range(len(ctx.train_rows)):
+        for _ in range(ctx.n_train):
             env.reset()
             a = int(rng.integers(k)) if rng.random() < 0.3 else int(np.argmax(total / count))
             _, r, _, _, info = env.step(a)
             total[a] += r
             count[a] += 1
-            for hook in ctx.step_hooks:
-                hook(step, a, r, info)
         self.best = int(np.argmax(total / count))
         return {}
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         return np.full(len(batch), self.best)
 
 
@@ -68,7 +68,7 @@ class GreedyBandit(Agent):
 class SometimesInvalid(Agent):
     """Model 1, except -1 on every 4th query and 1.5 (not an index) on every 7th."""
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         actions = np.ones(len(batch))
         actions[::4] = -1
         actions[1::7] = 1.5
@@ -82,7 +82,7 @@ class Failing(Agent):
             raise RuntimeError("diverged on seed 1")
         return {}
 
-    def act_batch(self, batch: QueryBatch) -> np.ndarray:
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         return np.zeros(len(batch), dtype=int)
 
 
@@ -261,13 +261,110 @@ def test_cli_compare_and_errors(tmp_path, tournament, capsys):
     assert payload["settings"]["reward"]["coefficients"] == {"lambda_e": 0.2}
     assert not list(out.glob("*.png"))
 
-    assert main(["compare", "--tournament", str(tmp_path / "t"), "--agents", "ext-const,no-such-agent", "--out", str(out)]) == 1
+    assert main(["compare", "--tournament", str(tmp_path / "t"), "--agents", "ext-const,no-such-agent", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "unknown agent 'no-such-agent'; registered:" in err and "ext-const" in err
 
     code = main(["compare", "--tournament", str(tmp_path / "t"), "--agents", "ext-failing", "--seeds", "2",
                  "--bootstrap", "200", "--no-plots", "--out", str(out)])
     assert code == 1 and "1 run(s) failed: ext-failing seed 1" in capsys.readouterr().out
+
+
+def test_hull_gain_in_every_output(outputs, tournament):
+    result, _, out = outputs
+    rows = result.test_rows
+    fixed_acc, fixed_j = tournament.correct[rows].mean(axis=0), tournament.energy_j[rows].mean(axis=0)
+    hull = result.pareto["hull"]
+    assert set(hull["models"]) <= set(tournament.model_ids) and hull["energy_j"] == sorted(hull["energy_j"])
+    for r in result.rows:
+        if not r["seeds_ok"]:
+            continue
+        # the gain from the hull's own vertices, by interpolation (np.interp clamps like the hull does)
+        expected = 100 * (r["accuracy"] - np.interp(r["mean_energy_j"], hull["energy_j"], hull["accuracy"]))
+        assert r["routing_gain_pp"] == pytest.approx(expected, abs=1e-9)
+        assert r["routing_gain_pp_ci_low"] <= r["routing_gain_pp"] + 1e-9 and r["routing_gain_pp"] <= r["routing_gain_pp_ci_high"] + 1e-9
+        assert r["joules_saved_pct_ci_low"] <= r["joules_saved_pct_ci_high"]
+        if r["kind"] == "fixed-model":  # no fixed model lies above the hull; its vertices lie on it
+            assert r["routing_gain_pp"] <= 1e-9 and r["joules_saved_pct"] <= 1e-9
+            k = tournament.model_ids.index(r["method"].removeprefix(FIXED_PREFIX))
+            if tournament.model_ids[k] in hull["models"]:
+                assert r["routing_gain_pp"] == pytest.approx(0.0, abs=1e-9)
+    cheapest = FIXED_PREFIX + tournament.model_ids[int(fixed_j.argmin())]
+    assert result.row(cheapest)["routing_gain_pp_vs"] == "within"
+    # a method more accurate than every fixed model is compared with the most accurate one, and says so
+    invalid = result.row("ext-invalid")
+    for r in result.rows:
+        if r["seeds_ok"] and r["accuracy"] > fixed_acc.max() + 1e-9:
+            assert r["joules_saved_pct_vs"].startswith("more accurate than every fixed model")
+            best = int(np.lexsort((fixed_j, -fixed_acc))[0])
+            assert r["joules_saved_pct"] == pytest.approx(100 * (fixed_j[best] - r["mean_energy_j"]) / fixed_j[best])
+    summary = pd.read_csv(out / "summary.csv")
+    assert {"routing_gain_pp", "routing_gain_pp_ci_low", "joules_saved_pct", "joules_saved_pct_vs"} <= set(summary.columns)
+    payload = json.loads((out / "results.json").read_text())
+    assert payload["pareto"]["hull"]["models"] == hull["models"] and "routing_gain_pp_ci_high" in payload["rows"][0]
+    table = (out / "table.md").read_text()
+    assert "Routing gain pp [95% CI]" in table and "## Routing gain over the fixed-model hull" in table
+    assert f"{invalid['routing_gain_pp']:+.1f} [" in table
+    outside = any(r.get("routing_gain_pp_vs", "within") != "within" or r.get("joules_saved_pct_vs", "within") != "within"
+                  for r in result.rows)
+    table_rows = "\n".join(line for line in table.splitlines() if line.startswith("| "))
+    assert outside == ("(vs most accurate)" in table_rows or "(vs cheapest)" in table_rows)
+
+
+@pytest.fixture
+def saved(tmp_path, tournament):
+    tournament.save(tmp_path / "t")
+    return str(tmp_path / "t")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seeds", "0"], "seeds (--seeds) must be >= 1, got 0"),
+    (["--bootstrap", "0"], "n_bootstrap (--bootstrap) must be >= 10, got 0"),
+    (["--agents", "ext-const", "--agent-kwargs", '{"ext-const": {"modle": 3}}'],
+     "agent_kwargs (--agent-kwargs) for 'ext-const': ConstantAgent.__init__() got an unexpected keyword argument 'modle'; ConstantAgent accepts: model"),
+    (["--agents", "ext-const", "--agent-kwargs", '{"ext-const": 3}'], "expected an object of keyword arguments, got 3"),
+    (["--agents", "ext-const", "--agent-kwargs", '{"ext-greedy": {}}'], "agent_kwargs given for agents not in the run"),
+    (["--agents", "ext-const", "--agent-kwargs", "{nope"], "--agent-kwargs: not valid JSON"),
+    (["--agents", "ext-const", "--train-split", "nope"], "nope"),
+])
+def test_cli_bad_settings_one_line_exit_2_before_training(saved, tmp_path, capsys, argv, message):
+    code = main(["compare", "--tournament", saved, "--agents", "ext-failing", "--out", str(tmp_path / "o")] + argv)
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err.startswith("routing-gym compare: error: ") and message in captured.err
+    assert "Traceback" not in captured.err and "compare: [" not in captured.err  # nothing trained
+    assert not (tmp_path / "o").exists()
+
+
+def test_knn_kwargs_typo_is_caught_before_training(saved, tmp_path, capsys):
+    code = main(["compare", "--tournament", saved, "--agents", "knn", "--agent-kwargs", '{"knn": {"kk": 3}}',
+                 "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "unexpected keyword argument 'kk'" in err
+    assert err.rstrip().endswith("KNNRouter accepts: k, cost_weight, features, dim")  # parameters forwarded by **kwargs too
+
+
+def test_cli_same_split_warns_duplicates_collapse_and_progress_goes_to_stderr(saved, tmp_path, capsys):
+    code = main(["compare", "--tournament", saved, "--agents", "ext-const,ext-const", "--seeds", "2",
+                 "--train-split", "test", "--test-split", "test", "--bootstrap", "100", "--no-plots",
+                 "--out", str(tmp_path / "o")])
+    captured = capsys.readouterr()
+    assert code == 0
+    warning = "routing-gym compare: warning: trained and tested on the same split 'test': every number is in-sample"
+    assert warning in captured.err and "Traceback" not in captured.err
+    # pytest's captured stderr is not a terminal: one line per finished run
+    assert "compare: [1/2] ext-const seed 0: ok in " in captured.err and "compare: [2/2] ext-const seed 1: ok" in captured.err
+    summary = pd.read_csv(tmp_path / "o" / "summary.csv")
+    assert (summary["method"] == "ext-const").sum() == 1
+    assert "**Warning: trained and tested on the same split" in (tmp_path / "o" / "table.md").read_text()
+
+
+def test_plots_do_not_import_compare():
+    import subprocess
+    import sys
+
+    code = "import sys, routing_gym.eval.plots; assert 'routing_gym.eval.compare' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_builtin_default_agents_on_a_small_tournament():

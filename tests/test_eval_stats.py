@@ -35,11 +35,15 @@ def test_plan_is_reproducible_and_chunking_does_not_change_it(monkeypatch):
     whole = BootstrapPlan(50, 200, seed=7).means(values)
     assert whole.shape == (200, 3)
     assert np.array_equal(whole, BootstrapPlan(50, 200, seed=7).means(values))
-    monkeypatch.setattr(stats, "_CHUNK_CELLS", 50 * 16)  # 16 resamples per chunk, no cache
+    monkeypatch.setattr(stats, "_CHUNK_CELLS", 50 * 16)  # 16 resamples per chunk
+    cached = BootstrapPlan(50, 200, seed=7)
+    assert cached._chunk == 16 and np.allclose(cached.means(values), whole)
+    assert len(cached._cache) == 13 and cached._cache[0].dtype == np.uint8  # drawn once, kept compactly
+    monkeypatch.setattr(stats, "_MAX_CACHED_CELLS", 100)  # too large to keep: redrawn per call
     plan = BootstrapPlan(50, 200, seed=7)
-    assert plan._cache is None and plan._chunk == 16
+    assert plan._cache is None
     chunked = plan.means(values)
-    assert np.allclose(chunked, plan.means(values))  # regenerated identically each call
+    assert np.allclose(chunked, whole) and np.array_equal(chunked, plan.means(values))
     # each resample is a multiset of n queries
     assert np.allclose(BootstrapPlan(50, 200, seed=7).means(np.ones(50)), 1.0)
 
@@ -63,6 +67,7 @@ def test_dominance_same_answers_fewer_joules():
     _, correct, energy = _policies()
     cheaper = paired_dominance_test(correct, energy * 0.9, correct, energy)
     assert cheaper.dominates and cheaper.prob_dominates == 1.0 and cheaper.p_value == 0.0
+    assert cheaper.tied_axis == "accuracy"  # the same answers: reported apart from dominance on both axes
     assert cheaper.delta_accuracy == 0.0 and cheaper.delta_energy_j < 0
     assert cheaper.delta_energy_ci[1] < 0
     reverse = paired_dominance_test(correct, energy, correct, energy * 0.9)
@@ -76,6 +81,7 @@ def test_dominance_needs_both_axes_and_more_than_noise():
     better = np.maximum(correct, (rng.uniform(size=len(correct)) < 0.5).astype(float))
     clear = paired_dominance_test(better, energy * 0.8, correct, energy)
     assert clear.dominates and clear.delta_accuracy > 0 and clear.delta_accuracy_ci[0] > 0
+    assert clear.tied_axis == "" and clear.prob_better_accuracy >= 0.95 and clear.prob_better_energy == 1.0
     tradeoff = paired_dominance_test(better, energy * 1.2, correct, energy)
     assert not tradeoff.dominates and tradeoff.prob_dominates == 0.0
     # an independent policy of the same quality: differences are noise
@@ -87,6 +93,34 @@ def test_dominance_needs_both_axes_and_more_than_noise():
     slight[np.flatnonzero(correct == 0)[:2]] = 1.0
     few = paired_dominance_test(slight, energy, correct, energy)
     assert not few.dominates and 0.75 < few.prob_dominates < 0.95
+
+
+def test_dominance_needs_the_same_axis_better_in_the_resamples():
+    """Better on accuracy on 2 queries, cheaper on 2 others, equal elsewhere: some axis is
+    better in ~98 % of resamples, but neither axis alone at 95 %: no dominance."""
+    _, correct, energy = _policies()
+    a_correct, a_energy = correct.copy(), energy.copy()
+    wrong = np.flatnonzero(correct == 0)
+    a_correct[wrong[:2]] = 1.0
+    a_energy[wrong[2:4]] *= 0.5
+    test = paired_dominance_test(a_correct, a_energy, correct, energy)
+    assert 0.8 < test.prob_better_accuracy < 0.95 and 0.8 < test.prob_better_energy < 0.95
+    assert not test.dominates and test.tied_axis == ""
+    assert test.prob_dominates == pytest.approx(max(test.prob_better_accuracy, test.prob_better_energy))
+
+
+def test_dominance_with_a_tie_on_joules():
+    """More accurate at joules that are equal on every query: dominance, tied on joules; a
+    cheaper policy whose accuracy may be worse is not dominating."""
+    rng, correct, energy = _policies()
+    better = np.maximum(correct, (rng.uniform(size=len(correct)) < 0.5).astype(float))
+    same_j = paired_dominance_test(better, energy, correct, energy)
+    assert same_j.dominates and same_j.tied_axis == "energy_j" and same_j.prob_better_energy == 0.0
+    # one answer fewer at 10 % fewer joules: better on joules, worse on accuracy in most resamples
+    worse = correct.copy()
+    worse[np.flatnonzero(correct == 1)[0]] = 0.0
+    cheaper_worse = paired_dominance_test(worse, energy * 0.9, correct, energy)
+    assert not cheaper_worse.dominates and cheaper_worse.prob_dominates == pytest.approx(np.exp(-1), abs=0.05)
 
 
 def test_bad_input():

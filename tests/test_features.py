@@ -1,4 +1,5 @@
-"""Text features: shapes, train-only fitting, caching, and the neural kind on a real tiny LM."""
+"""The observation preprocessor: shapes, train-only fitting, scikit-learn conventions, caching,
+and the neural kind on a real tiny LM."""
 
 from __future__ import annotations
 
@@ -9,23 +10,35 @@ import numpy as np
 import pytest
 from conftest import make_tournament
 
+from sklearn.base import clone
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from routing_gym.envs import ObservationBatch
 from routing_gym.errors import RoutingGymError, UnknownNameError
-from routing_gym.features import (
-    FEATURE_KINDS,
-    TextFeaturizer,
-    clear_feature_cache,
-    featurizer_for,
-    tournament_features,
-)
+from routing_gym.features import FEATURE_KINDS, ObservationFeaturizer, clear_feature_cache, fit_featurizer
 
 TEXTS = ["solve the integral of x squared", "integral of sin x", "who wrote hamlet", "capital of france please"]
 CODES = np.array([0, 0, 1, 2])
 
 
+def batch(texts, codes, **extras) -> ObservationBatch:
+    return ObservationBatch(np.asarray(texts, dtype=object), np.asarray(codes), {k: np.asarray(v) for k, v in extras.items()})
+
+
+def featurizer(**params) -> ObservationFeaturizer:
+    return ObservationFeaturizer(**{"n_benchmarks": 3, **params})
+
+
+def train_featurizer(t, split: str, **params) -> ObservationFeaturizer:
+    rows = t.split_rows(split)
+    return fit_featurizer(ObservationBatch.from_tournament(t, rows), n_benchmarks=len(t.benchmarks), **params)
+
+
 @pytest.mark.parametrize("kind", ["tfidf-svd", "tfidf", "hashing", "benchmark"])
 def test_shapes_dtype_onehot_and_bias(kind: str) -> None:
-    f = TextFeaturizer(kind=kind, dim=8, bias=True).fit(TEXTS, CODES, n_benchmarks=3)
-    X = f.transform(TEXTS + ["an unseen question"], np.append(CODES, -1))
+    f = featurizer(kind=kind, dim=8, bias=True).fit(batch(TEXTS, CODES))
+    X = f.transform(batch(TEXTS + ["an unseen question"], np.append(CODES, -1)))
     text_dim = 0 if kind == "benchmark" else 8
     assert X.dtype == np.float32 and X.shape == (5, text_dim + 3 + 1) == (5, f.n_features)
     onehot = X[:, text_dim : text_dim + 3]
@@ -35,8 +48,8 @@ def test_shapes_dtype_onehot_and_bias(kind: str) -> None:
 
 
 def test_tfidf_svd_pads_a_tiny_vocabulary_and_keeps_similarity() -> None:
-    f = TextFeaturizer(kind="tfidf-svd", dim=64, benchmark_onehot=False).fit(TEXTS, CODES, 3)
-    X = f.transform(TEXTS, CODES)
+    f = featurizer(kind="tfidf-svd", dim=64, benchmark_onehot=False).fit(batch(TEXTS, CODES))
+    X = f.transform(batch(TEXTS, CODES))
     assert X.shape == (4, 64)
     np.testing.assert_allclose(np.linalg.norm(X, axis=1), 1.0, rtol=1e-5)
     cosine = X @ X.T
@@ -49,53 +62,67 @@ def test_fitted_on_the_training_split_only() -> None:
     queries = t.queries.copy()
     queries.loc[test_rows, "prompt"] = "zebra xylophone"  # words that exist only in the test split
     t = replace(t, queries=queries)
-    f = featurizer_for(t, split="train", kind="tfidf", dim=500, benchmark_onehot=False)
-    assert "zebra" not in f._vectorizer.vocabulary_
-    assert np.all(f.transform(["zebra xylophone"], [0]) == 0)
-    everything = featurizer_for(t, split="all", kind="tfidf", dim=500, benchmark_onehot=False)
-    assert "zebra" in everything._vectorizer.vocabulary_
+    f = train_featurizer(t, "train", kind="tfidf", dim=500, benchmark_onehot=False)
+    assert "zebra" not in f.vectorizer_.vocabulary_
+    assert np.all(f.transform(batch(["zebra xylophone"], [0])) == 0)
+    everything = train_featurizer(t, "all", kind="tfidf", dim=500, benchmark_onehot=False)
+    assert "zebra" in everything.vectorizer_.vocabulary_
 
 
 def test_cache_is_per_content_split_and_config() -> None:
     a, b = make_tournament(seed=0), make_tournament(seed=1)
     assert a.card.name == b.card.name  # same name, different questions
-    f = featurizer_for(a, dim=16)
-    assert featurizer_for(a, dim=16) is f
-    assert featurizer_for(b, dim=16) is not f
-    assert featurizer_for(a, dim=8) is not f
-    assert featurizer_for(a, split="test", dim=16) is not f
-    X = tournament_features(a, dim=16)
-    assert X.shape == (a.n_queries, f.n_features) and tournament_features(a, dim=16) is X
-    np.testing.assert_array_equal(X, f.transform(a.queries["prompt"], a.benchmark_codes))
-    with pytest.raises(ValueError):
-        X[0, 0] = 1.0  # shared matrix is read-only
+    f = train_featurizer(a, "train", dim=16)
+    assert train_featurizer(a, "train", dim=16) is f
+    assert train_featurizer(b, "train", dim=16) is not f
+    assert train_featurizer(a, "train", dim=8) is not f
+    assert train_featurizer(a, "test", dim=16) is not f
+
+
+def test_scikit_learn_conventions_and_extra_keys() -> None:
+    f = ObservationFeaturizer(kind="hashing", dim=16, n_benchmarks=3)
+    assert clone(f).get_params() == f.get_params()
+    observations = batch(TEXTS, CODES, difficulty=[[0.1], [0.2], [0.3], [0.9]], available=[[1, 0], [1, 1], [0, 1], [1, 1]])
+    pipe = make_pipeline(f, StandardScaler()).fit(observations)
+    assert pipe.transform(observations).shape == (4, 16 + 3 + 1 + 2)
+    fitted = pipe[0]
+    assert fitted.get_feature_names_out()[-3:].tolist() == ["difficulty", "available0", "available1"]
+    X = fitted.transform(observations)
+    np.testing.assert_allclose(X[:, -3], [0.1, 0.2, 0.3, 0.9], rtol=1e-6)
+    # one observation dict, as an env returns it, gives the same row
+    np.testing.assert_allclose(fitted.transform(observations.observation(2)), X[2:3])
+    with pytest.raises(RoutingGymError, match="difficulty"):
+        fitted.transform(batch(TEXTS, CODES))
 
 
 def test_disk_cache_round_trip(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("ROUTING_GYM_CACHE", str(tmp_path))
     t = make_tournament()
-    f = featurizer_for(t, disk=True, dim=12)
+    train = ObservationBatch.from_tournament(t, t.split_rows("train"))
+    f = fit_featurizer(train, disk=True, name=t.card.name, n_benchmarks=3, dim=12)
     files = list((tmp_path / "features").glob("*.pkl"))
     assert len(files) == 1 and t.card.name in files[0].name
     clear_feature_cache()
-    g = featurizer_for(t, disk=True, dim=12)
+    g = fit_featurizer(train, disk=True, name=t.card.name, n_benchmarks=3, dim=12)
     assert g is not f
-    texts = ["a brand new question about joules"]
-    np.testing.assert_array_equal(f.transform(texts, [1]), g.transform(texts, [1]))
+    new = batch(["a brand new question about joules"], [1])
+    np.testing.assert_array_equal(f.transform(new), g.transform(new))
 
 
 def test_pickle_round_trip_and_errors() -> None:
-    f = TextFeaturizer(kind="hashing", dim=32).fit(TEXTS, CODES, 3)
+    f = featurizer(kind="hashing", dim=32).fit(batch(TEXTS, CODES))
     g = pickle.loads(pickle.dumps(f))
-    np.testing.assert_array_equal(f.transform(TEXTS, CODES), g.transform(TEXTS, CODES))
+    np.testing.assert_array_equal(f.transform(batch(TEXTS, CODES)), g.transform(batch(TEXTS, CODES)))
     with pytest.raises(RoutingGymError, match="not fitted"):
-        TextFeaturizer().transform(TEXTS, CODES)
+        featurizer().transform(batch(TEXTS, CODES))
     with pytest.raises(UnknownNameError, match="tfidf-svd"):
-        TextFeaturizer(kind="word2vec")
+        featurizer(kind="word2vec").fit(batch(TEXTS, CODES))
+    with pytest.raises(ValueError, match="n_benchmarks"):
+        ObservationFeaturizer().fit(batch(TEXTS, CODES))
     with pytest.raises(ValueError, match="benchmark codes"):
-        f.transform(TEXTS, CODES[:2])
-    with pytest.raises(TypeError, match="single str"):
-        f.transform("one text", [0])
+        batch(TEXTS, CODES[:2])
+    with pytest.raises(TypeError, match="ObservationBatch"):
+        f.transform("one text")
     assert set(FEATURE_KINDS) >= {"tfidf-svd", "tfidf", "hashing", "benchmark", "lm"}
 
 
@@ -120,11 +147,11 @@ def _tiny_causal_lm(path) -> None:
 def test_lm_mean_pooled_embeddings(tmp_path) -> None:
     pytest.importorskip("transformers")
     _tiny_causal_lm(tmp_path)
-    f = TextFeaturizer(kind="lm", dim=3, lm_path=str(tmp_path), benchmark_onehot=False).fit(TEXTS, CODES, 3)
-    X = f.transform(TEXTS, CODES)
+    f = featurizer(kind="lm", dim=3, lm_path=str(tmp_path), benchmark_onehot=False).fit(batch(TEXTS, CODES))
+    X = f.transform(batch(TEXTS, CODES))
     assert X.shape == (4, 3) and np.isfinite(X).all() and np.abs(X).sum() > 0
     # Padding must not change a text's embedding: alone vs. in a batch with longer texts.
-    np.testing.assert_allclose(f.transform(TEXTS[2:3], [1]), X[2:3], atol=1e-4)
+    np.testing.assert_allclose(f._compute_text_block(TEXTS[2:3]), X[2:3], atol=1e-4)
     g = pickle.loads(pickle.dumps(f))  # weights are reloaded, not pickled
-    np.testing.assert_allclose(g.transform(TEXTS, CODES), X, atol=1e-5)
+    np.testing.assert_allclose(g.transform(batch(TEXTS, CODES)), X, atol=1e-5)
 

@@ -8,9 +8,11 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from routing_gym.envs import Reward
-from routing_gym.envs.multiturn_env import JUDGED_CORRECT, JUDGED_WRONG, MULTITURN_ID, NO_ANSWER, MultiTurnRoutingEnv, rollout
+from routing_gym.envs import MULTITURN_ID
+from routing_gym.envs.multiturn_env import JUDGED_CORRECT, JUDGED_WRONG, NO_ANSWER, MultiTurnRoutingEnv
+from routing_gym.eval.rollout import rollout
 from routing_gym.errors import InvalidActionError, RoutingGymError
-from routing_gym_agents import FitContext, QueryBatch, make_agent
+from routing_gym_agents import FitContext, ObservationBatch, make_agent
 from routing_gym_agents.cascade import CascadeAgent  # registers the cascades (until the registry lists them)
 
 
@@ -92,7 +94,7 @@ def test_cascade_with_a_perfect_verifier_stops_at_the_first_correct_rung(toy):
     assert list(np.argsort(toy.energy_j[train].mean(axis=0), kind="stable")) == order
     assert logs["chain"] == [toy.model_ids[i] for i in order]
     env = MultiTurnRoutingEnv(tournament=toy, split="test", order="sequential", max_turns=toy.n_models)
-    out = rollout(env, agent.act_turn)
+    out = rollout(env, agent.act)
     rows = toy.split_rows("test")
     correct = toy.correct[rows][:, order]
     first = np.where(correct.any(axis=1), correct.argmax(axis=1), len(order) - 1)
@@ -101,7 +103,7 @@ def test_cascade_with_a_perfect_verifier_stops_at_the_first_correct_rung(toy):
     np.testing.assert_allclose(out["energy_j"], energy)
     np.testing.assert_allclose(out["turns"], first + 1)
     # One-step routing cannot escalate: the first rung.
-    assert agent.act_batch(QueryBatch.from_rows(toy, rows)).tolist() == [order[0]] * len(rows)
+    assert agent.act_batch(ObservationBatch.from_tournament(toy, rows)).tolist() == [order[0]] * len(rows)
 
 
 def test_pareto_cascade_escalates_only_to_more_accurate_models(toy):
@@ -111,5 +113,5 @@ def test_pareto_cascade_escalates_only_to_more_accurate_models(toy):
     acc, joules = toy.correct[train].mean(axis=0)[agent.order], toy.energy_j[train].mean(axis=0)[agent.order]
     assert (np.diff(acc) > 0).all() and (np.diff(joules) > 0).all()
     env = MultiTurnRoutingEnv(tournament=toy, split="test", order="sequential", max_turns=toy.n_models, verifier_accuracy=0.8)
-    out = rollout(env, agent.act_turn, seed=0)
+    out = rollout(env, agent.act, seed=0)
     assert (out["turns"] >= 1).all() and (out["turns"] <= len(agent.order)).all()

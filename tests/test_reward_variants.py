@@ -8,7 +8,7 @@ import pytest
 import routing_gym.envs.reward_variants as rv  # registers the variants (until routing_gym.envs imports it)
 import routing_gym_agents.lagrangian  # noqa: F401  (registers "lagrangian" until the registry lists it)
 from routing_gym.envs import Reward, RewardBreakdown, RoutingEnv, oracle_targets, register_reward
-from routing_gym.envs.rewards import REWARDS, check_gate_on_data
+from routing_gym.envs.rewards import REWARDS, GateWarning, check_gate_on_data
 from routing_gym.errors import GateViolationError
 from routing_gym.tournament import Outcomes
 
@@ -105,7 +105,8 @@ def test_centering_subtracts_the_query_mean_and_keeps_the_oracle(toy):
 
 def test_lagrangian_is_accuracy_minus_priced_joules_and_has_a_data_gate():
     o = outcomes([[1, 0], [0.5, 1]], [[1500, 100], [10, 20]])
-    r = Reward("lagrangian", {"mu": 1e-3})(o)
+    with pytest.warns(GateWarning, match=r"lagrangian\(mu=0.001\).*in 1 of 2 queries.*row 0.*earns -0.5, a wrong one -0.1"):
+        r = Reward("lagrangian", {"mu": 1e-3})(o)
     np.testing.assert_allclose(r.total, [[1 - 1.5, -0.1], [0.5 - 0.01, 1 - 0.02]])
     # mu (E_correct - E_wrong) = 1.4 >= 1: the first query's correct route loses to its wrong one.
     np.testing.assert_array_equal(check_gate_on_data(r.total, o.correct), [0])

@@ -17,8 +17,8 @@ from routing_gym.envs.rewards import (
     oracle_targets,
     rank_penalty,
     register_reward,
-    score_actions,
 )
+from routing_gym.eval.scoring import coerce_actions, score_actions
 from routing_gym.errors import GateViolationError, UnknownNameError
 from routing_gym.tournament import Outcomes
 
@@ -107,8 +107,18 @@ def test_user_registered_reward_works_through_the_same_api():
 
 def test_score_actions_charges_invalid_actions():
     matrix = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
-    rewards, valid = score_actions(matrix, np.array([1, -1, 2]), invalid_penalty=-2.0)
-    assert rewards.tolist() == [2.0, -2.0, -2.0] and valid.tolist() == [True, False, False]
+    outcomes = Outcomes(*(np.full((3, 2), v) for v in (1.0, 10.0, 0.5, 100.0)))
+    result = score_actions(matrix, outcomes, np.array([1, -1, 2]), invalid_penalty=-2.0)
+    assert result.rewards.tolist() == [2.0, -2.0, -2.0] and result.valid.tolist() == [True, False, False]
+    assert result.energy_j.tolist() == [10.0, 0.0, 0.0] and result.actions.tolist() == [1, -1, 2]
+    masked = score_actions(matrix, outcomes, np.array([0, 1, 1]), -2.0, allowed=np.array([True, False]))
+    assert masked.valid.tolist() == [True, False, False]
+
+
+def test_one_action_rule_integers_and_integral_floats_only():
+    assert coerce_actions(np.array([0, 1.0, 2.5, np.nan])).tolist() == [0, 1, -1, -1]
+    assert coerce_actions(np.array([True, False])).tolist() == [-1, -1]
+    assert coerce_actions(np.array([np.int64(1), True, 2.0, 2.7], dtype=object)).tolist() == [1, -1, 2, -1]
 
 
 def test_oracle_targets_rules():

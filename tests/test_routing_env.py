@@ -52,9 +52,9 @@ def test_same_seed_same_trajectory_and_one_step_episodes(env):
 def test_shuffled_pass_visits_every_query_once(env):
     env.reset(seed=0)  # a seeded reset starts a new pass and shows its first query
     first = env.unwrapped._current
-    ids = [env._query_ids[first]] + [env.reset()[1]["query_id"] for _ in range(len(env.rows) - 1)]
-    assert sorted(ids) == sorted(env._query_ids.tolist())
-    assert ids != env._query_ids.tolist()  # shuffled, not table order
+    ids = [env.core.query_ids[first]] + [env.reset()[1]["query_id"] for _ in range(len(env.rows) - 1)]
+    assert sorted(ids) == sorted(env.core.query_ids.tolist())
+    assert ids != env.core.query_ids.tolist()  # shuffled, not table order
 
 
 def test_sequential_order_follows_the_table(toy):
@@ -65,7 +65,7 @@ def test_sequential_order_follows_the_table(toy):
 
 
 def test_info_carries_the_logged_outcome_and_reward_components(toy, env):
-    pinned = env._query_ids[5]
+    pinned = env.core.query_ids[5]
     obs, info = env.reset(options={"query_id": pinned})
     assert info["query_id"] == pinned
     row = info["row"]

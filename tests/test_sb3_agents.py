@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from routing_gym.envs import Reward, RoutingEnv
-from routing_gym.errors import RoutingGymError, UnknownNameError
+from routing_gym.errors import PrivilegedAccessError, RoutingGymError, UnknownNameError
 from routing_gym.tournament import DataCard, Tournament
-from routing_gym_agents import FitContext, QueryBatch, list_agents, make_agent
+from routing_gym_agents import FitContext, ObservationBatch, list_agents, make_agent
 
 TOPICS = ("arithmetic sum numbers", "history kings wars", "chemistry atoms bonds", "poetry rhyme verse")
 STEPS = 1500
@@ -53,7 +53,7 @@ def signal_tournament(n: int = 600, k: int = 3, seed: int = 0) -> Tournament:
 
 def held_out_reward(agent, t: Tournament, reward: Reward, deterministic: bool | None = None) -> float:
     rows = t.split_rows("test")
-    actions = agent.act_batch(QueryBatch.from_rows(t, rows), deterministic=deterministic)
+    actions = agent.act_batch(ObservationBatch.from_tournament(t, rows), deterministic=deterministic)
     return float(reward.matrix(t, rows)[np.arange(len(rows)), actions].mean())
 
 
@@ -93,7 +93,7 @@ def test_bad_hyperparameters_are_rejected():
     with pytest.raises(TypeError, match="A2C rejected the agent's SB3 arguments"):
         agent.fit(FitContext(signal_tournament(n=60), Reward()))
     with pytest.raises(RoutingGymError, match="not trained"):
-        make_agent("ppo").act_batch(QueryBatch.from_rows(signal_tournament(n=60), np.arange(3)))
+        make_agent("ppo").act_batch(ObservationBatch.from_tournament(signal_tournament(n=60), np.arange(3)))
 
 
 def test_hyperparameters_reach_sb3(trained):
@@ -142,7 +142,7 @@ def test_save_load_round_trip_in_sb3_format(trained, signal, tmp_path):
 
     from routing_gym_agents.sb3_agents import SB3Agent
 
-    batch = QueryBatch.from_rows(signal, signal.split_rows("test"))
+    batch = ObservationBatch.from_tournament(signal, signal.split_rows("test"))
     for algo in ("ppo", "dqn"):
         agent = agents[algo]
         agent.save(tmp_path / algo)
@@ -169,12 +169,15 @@ def test_sb3_env_checker_accepts_the_training_env(signal):
     check_env(BoxObservation(ctx.make_env(), dim=8), warn=True)
 
 
-def test_difficulty_in_the_observation_is_kept_at_routing_time(toy):
-    agent = make_agent("a2c", total_timesteps=64, features={"dim": 8})
-    agent.fit(FitContext(toy, Reward(), env_kwargs={"include_difficulty": True}))
+def test_difficulty_is_privileged_declared_and_kept_at_routing_time(toy):
+    with pytest.raises(PrivilegedAccessError, match="difficulty"):
+        make_agent("a2c", total_timesteps=64).fit(FitContext(toy, Reward(), env_kwargs={"include_difficulty": True}))
+    agent = make_agent("a2c", total_timesteps=64, features={"dim": 8}, include_difficulty=True)
+    assert not agent.deployable
+    agent.fit(FitContext(toy, Reward(), grants=agent.privileged))
     assert agent.model.observation_space.shape == (8 + len(toy.benchmarks) + 1,)
-    batch = QueryBatch.from_rows(toy, toy.split_rows("test"))
+    rows = toy.split_rows("test")
+    batch = ObservationBatch.from_tournament(toy, rows, include_difficulty=True)
     assert agent.act_batch(batch).shape == (len(batch),)
-    batch.difficulty = None
-    with pytest.raises(RoutingGymError, match="trained with difficulty"):
-        agent.act_batch(batch)
+    with pytest.raises(RoutingGymError, match="difficulty"):
+        agent.act_batch(ObservationBatch.from_tournament(toy, rows))

@@ -14,10 +14,9 @@ from routing_gym.cli import main
 from routing_gym.errors import UnknownNameError
 from routing_gym.paths import shipped_data_dir
 from routing_gym.sources import list_tournaments, resolve_tournament
+from routing_gym.envs.registration import PRESET_IDS, PROCEDURAL_ID
 from routing_gym.sources.synthetic import (
-    PRESET_IDS,
     PRESETS,
-    PROCEDURAL_ID,
     ProceduralConfig,
     ability_for_accuracy,
     expected_accuracy,

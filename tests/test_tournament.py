@@ -73,7 +73,7 @@ def test_validation_reports_missing_duplicate_and_unknown_pairs(toy):
     message = str(info.value)
     assert "unknown model_id 'ghost' (not in models)" in message and "row 11" in message
     assert "duplicate pair (query 'q1', model 'm1')" in message
-    assert "missing pair (query 'q0', model 'm0')" in message
+    assert "2 of 240 (query, model) pairs are missing: ('q0', 'm0'), ('q2', 'm3')" in message
 
 
 def test_nan_energy_and_unknown_provenance_are_rejected(toy):

@@ -10,10 +10,72 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-from typing import Sequence
+from typing import Any, NoReturn, Sequence
 
 from routing_gym.errors import RoutingGymError
+from routing_gym.tournament import PAPER_SPLIT
+
+INTERRUPTED = 130  # the shell's status for a command stopped by Ctrl-C (128 + SIGINT)
+BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of our output went away (`... | head`)
+PAPER_SPLIT_SPEC = ",".join(f"{name}={count}" for name, count in PAPER_SPLIT.items())
+
+
+class UsageError(RoutingGymError):
+    """A command-line value that cannot work (an unknown id, a count below 1): exit status 2."""
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the problem and where to read the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def split_proportions(text: str) -> dict[str, float] | None:
+    """``"train=2050,test=913"`` -> ``{"train": 2050.0, "test": 913.0}``; ``"none"`` -> None."""
+    if text.strip().lower() == "none":
+        return None
+    proportions: dict[str, float] = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        try:
+            weight = float(value)
+        except ValueError:
+            weight = float("nan")
+        if not name.strip() or not weight >= 0 or weight == float("inf"):
+            raise UsageError(f"--split {text!r}: expected NAME=WEIGHT pairs like {PAPER_SPLIT_SPEC} (or none)")
+        proportions[name.strip()] = weight
+    if sum(proportions.values()) <= 0:
+        raise UsageError(f"--split {text!r}: the weights must sum above zero")
+    return proportions
+
+
+def add_split_arguments(parser: argparse.ArgumentParser, seed_flag: str = "--seed") -> None:
+    """``--split`` (proportions, default the paper's 2,050 : 913) and a split seed flag."""
+    parser.add_argument("--split", default=PAPER_SPLIT_SPEC, metavar="NAME=WEIGHT,...",
+                        help=f"seeded split stratified by benchmark, in these proportions (default {PAPER_SPLIT_SPEC}, "
+                             "the reference paper's ratio; 'none' writes no split)")
+    parser.add_argument(seed_flag, type=int, default=0, dest="split_seed", help="split seed (default 0)")
+
+
+def describe_splits(tournament: Any) -> str:
+    counts = tournament.queries["split"].value_counts()
+    if not tournament.splits:
+        return "no splits"
+    return "splits " + ", ".join(f"{name} {counts[name]}" for name in tournament.splits) + f" (seed {tournament.card.split.get('seed')})"
 
 COMMAND_MODULES = (
     "routing_gym.cli.data",
@@ -34,7 +96,7 @@ GROUP_HELP = {
 
 class CommandLine:
     def __init__(self) -> None:
-        self.parser = argparse.ArgumentParser(
+        self.parser = OneLineArgumentParser(
             prog="routing-gym", description="Energy-aware LLM routing: tournaments, environments, agents."
         )
         self.top = self.parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -67,10 +129,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit-time flush
+        return status
+    except UsageError as exc:
+        print(f"routing-gym: error: {exc}", file=sys.stderr)
+        return 2
     except (RoutingGymError, FileNotFoundError) as exc:
         print(f"routing-gym: error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("routing-gym: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:
+        # Python would report the closed pipe again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE
 
 
 if __name__ == "__main__":

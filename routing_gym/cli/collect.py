@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from routing_gym.cli import INTERRUPTED, PAPER_SPLIT_SPEC, add_split_arguments, describe_splits, split_proportions
 from routing_gym.collect.config import METERS
 
 
@@ -32,6 +33,7 @@ def add_commands(cli) -> None:
     convert.add_argument("--allow-partial", action="store_true", help="drop questions that lack any model's answer")
     convert.add_argument("--regrade", action="store_true", help="grade every stored answer again")
     convert.add_argument("--format", default="parquet", choices=("parquet", "jsonl"))
+    add_split_arguments(convert, seed_flag="--split-seed")
     convert.set_defaults(func=cmd_to_tournament)
 
 
@@ -44,10 +46,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         config.energy.meter = args.meter
     if args.host:
         config.server.ollama_host = args.host
-    summary = run_collection(config, Path(args.out), progress=False if args.no_progress else None, data_dir=args.data_dir)
+    try:
+        summary = run_collection(config, Path(args.out), progress=False if args.no_progress else None, data_dir=args.data_dir)
+    except KeyboardInterrupt:  # the runner already said where the records are and how to resume
+        return INTERRUPTED
     print(summary)
     if args.tournament and summary.complete:
-        return _write_tournament(Path(args.out), Path(args.tournament), allow_partial=False, regrade=False, fmt="parquet")
+        return _write_tournament(Path(args.out), Path(args.tournament), allow_partial=False, regrade=False, fmt="parquet",
+                                 split=split_proportions(PAPER_SPLIT_SPEC), split_seed=0)
     if not summary.complete:
         print("incomplete: rerun the same command to retry the missing pairs (exit status 3)")
         return 3
@@ -76,13 +82,18 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_to_tournament(args: argparse.Namespace) -> int:
-    return _write_tournament(Path(args.out), Path(args.dest), args.allow_partial, args.regrade, args.format)
+    return _write_tournament(Path(args.out), Path(args.dest), args.allow_partial, args.regrade, args.format,
+                             split=split_proportions(args.split), split_seed=args.split_seed)
 
 
-def _write_tournament(out: Path, dest: Path, allow_partial: bool, regrade: bool, fmt: str) -> int:
+def _write_tournament(out: Path, dest: Path, allow_partial: bool, regrade: bool, fmt: str,
+                      split: dict[str, float] | None, split_seed: int) -> int:
     from routing_gym.collect.convert import records_to_tournament
 
     t = records_to_tournament(out, allow_partial=allow_partial, regrade=regrade)
+    if split is not None:
+        t = t.with_splits(seed=split_seed, proportions=split)
     t.save(dest, format=fmt)
-    print(f"wrote {dest}: {t.n_queries} questions x {t.n_models} models, energy {t.card.provenance}, hardware {t.card.hardware}")
+    print(f"wrote {dest}: {t.n_queries} questions x {t.n_models} models, energy {t.card.provenance}, "
+          f"hardware {t.card.hardware}, {describe_splits(t)}")
     return 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import warnings
 
 
 def add_commands(cli) -> None:
@@ -14,8 +16,9 @@ def add_commands(cli) -> None:
         help="train every agent on the training split, evaluate on held-out: table, JSON/CSV, plots",
         description="Train each agent x seed on the training split, route the held-out split, score every "
         "method under one common reward, and write results.json, summary.csv, per_seed.csv, per_benchmark.csv, "
-        "dominance.csv, table.md and pareto.png, selection.png, regret.png to --out. Exit status 1 if any run failed "
-        "(outputs are still written).",
+        "dominance.csv, table.md and pareto.png, selection.png, regret.png to --out; every method gets its routing gain "
+        "over the fixed-model hull. Progress goes to stderr. Exit status 2 for bad settings (before any training), "
+        "1 if any run failed (outputs are still written).",
     )
     p.add_argument("--tournament", default="default", help="tournament directory or preset name (default: %(default)s)")
     p.add_argument("--agents", default="default",
@@ -51,14 +54,31 @@ def _json_arg(text: str, option: str) -> dict:
     return value
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"routing-gym compare: warning: {message}", file=sys.stderr)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
-    from routing_gym.eval.compare import CompareConfig, run_compare, write_outputs
+    from routing_gym.errors import RoutingGymError
 
     if args.list_agents:
         from routing_gym_agents import list_agents
 
         print("\n".join(list_agents()))
         return 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = _one_line_warning
+        try:
+            return _run(args)
+        except (RoutingGymError, FileNotFoundError) as exc:  # bad settings, found before any training
+            print(f"routing-gym compare: error: {exc}", file=sys.stderr)
+            return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from routing_gym.eval.compare import CompareConfig, run_compare, write_outputs
+
     if args.coefficients is not None:
         coefficients = _json_arg(args.coefficients, "--coefficients")
     else:

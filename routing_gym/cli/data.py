@@ -1,10 +1,12 @@
-"""``routing-gym data info`` and ``routing-gym data validate``."""
+"""``routing-gym data info``, ``data validate`` and ``data split``."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import time
+
+from routing_gym.cli import PAPER_SPLIT_SPEC, UsageError, add_split_arguments, describe_splits, split_proportions
 
 
 def add_commands(cli) -> None:
@@ -18,6 +20,18 @@ def add_commands(cli) -> None:
     validate = data.add_parser("validate", help="load and validate tournament directories; exit 1 on any problem")
     validate.add_argument("tournaments", nargs="+")
     validate.set_defaults(func=cmd_validate)
+
+    split = data.add_parser(
+        "split", help="write a copy of a tournament with a seeded train/test split stratified by benchmark",
+        description=f"Assign every question to a split (default proportions {PAPER_SPLIT_SPEC}, the reference "
+                    "paper's ratio), shuffling each benchmark with the seed, and save the tournament to --out "
+                    "(which may be the input directory itself).",
+    )
+    split.add_argument("tournament", help="directory or preset name")
+    split.add_argument("--out", required=True, help="tournament directory to write")
+    split.add_argument("--format", default="parquet", choices=("parquet", "jsonl"))
+    add_split_arguments(split)
+    split.set_defaults(func=cmd_split)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -52,3 +66,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
             continue
         print(f"ok {path}: {t.n_queries} x {t.n_models}, splits {t.splits or 'none'} ({time.perf_counter() - start:.2f} s)")
     return 1 if failures else 0
+
+
+def cmd_split(args: argparse.Namespace) -> int:
+    from routing_gym.sources import resolve_tournament
+
+    proportions = split_proportions(args.split)
+    if proportions is None:
+        raise UsageError("data split needs proportions (--split NAME=WEIGHT,...), not 'none'")
+    tournament = resolve_tournament(args.tournament).with_splits(seed=args.split_seed, proportions=proportions)
+    tournament.save(args.out, format=args.format)
+    print(f"wrote {args.out}: {tournament.n_queries} questions x {tournament.n_models} models, {describe_splits(tournament)}")
+    return 0

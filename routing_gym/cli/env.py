@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from routing_gym.cli import UsageError, positive_int
+
 
 def add_commands(cli) -> None:
     env = cli.group("env")
@@ -12,7 +14,7 @@ def add_commands(cli) -> None:
     check.add_argument("--id", default="RoutingGym/Replay-v0", help="registered environment id")
     check.add_argument("--tournament", default="default", help="directory or preset name")
     check.add_argument("--kwargs", default="{}", help="extra env kwargs as JSON, e.g. '{\"coefficients\": {\"lambda_e\": 0.4}}'")
-    check.add_argument("--steps", type=int, default=200, help="steps compared in the determinism check")
+    check.add_argument("--steps", type=positive_int, default=200, help="steps compared in the determinism check (>= 1)")
     check.set_defaults(func=cmd_check)
 
 
@@ -24,8 +26,18 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     import routing_gym  # noqa: F401  (registers the ids)
 
-    kwargs = json.loads(args.kwargs)
-    if "tournament" in gym.spec(args.id).kwargs or args.id == routing_gym.REPLAY_ID:
+    try:
+        kwargs = json.loads(args.kwargs)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--kwargs is not valid JSON ({exc.msg} at char {exc.pos}): {args.kwargs!r}") from None
+    if not isinstance(kwargs, dict):
+        raise UsageError(f"--kwargs must be a JSON object of env keyword arguments, got {args.kwargs!r}")
+    try:
+        spec = gym.spec(args.id)
+    except gym.error.Error as exc:
+        known = sorted(i for i in gym.registry if i.startswith("RoutingGym/"))
+        raise UsageError(f"--id {args.id!r}: {str(exc).rstrip('.')}; routing-gym registers {', '.join(known)}") from None
+    if "tournament" in spec.kwargs or args.id == routing_gym.REPLAY_ID:
         kwargs.setdefault("tournament", args.tournament)
     env = gym.make(args.id, **kwargs)
     check_env(env.unwrapped)

@@ -29,7 +29,8 @@ def add_commands(cli) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from routing_gym.sources.synthetic import PRESET_IDS, PRESETS, generate, preset_config
+    from routing_gym.envs.registration import PRESET_IDS
+    from routing_gym.sources.synthetic import PRESETS, generate, preset_config
 
     if args.list:
         for name, factory in PRESETS.items():

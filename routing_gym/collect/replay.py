@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from routing_gym.collect.errors import ConfigError
-from routing_gym.collect.meters import Clock, Meter, Window, median_power
+from routing_gym.collect.meter_base import Clock, Meter, Window, median_power
 
 
 @dataclass

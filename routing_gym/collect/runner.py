@@ -98,9 +98,14 @@ def _now() -> str:
 
 
 def prepare_run(config: CollectConfig, out_dir: Path, data_dir: str | Path | None = None) -> list[dict[str, Any]]:
-    """Create or check the run folder; return the question snapshot."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Create or check the run folder; return the question snapshot.
+
+    A new run samples its questions (which refuses an unknown benchmark or an ``n`` larger
+    than the question set) before it writes anything, so a refused config leaves the folder
+    as it was and the corrected config can start there.
+    """
     config_path = out_dir / CONFIG_FILE
+    queries_path = out_dir / QUERIES_FILE
     if config_path.exists():
         stored = load_run_config(out_dir)
         if stored.work_fingerprint() != config.work_fingerprint():
@@ -109,12 +114,12 @@ def prepare_run(config: CollectConfig, out_dir: Path, data_dir: str | Path | Non
                 f"{out_dir} holds a run with a different config ({'; '.join(diff[:5])}). Resume with the "
                 f"original config, or collect into a new --out folder."
             )
-    else:
-        write_json_atomic(config_path, {"schema": SCHEMA_VERSION, "config": config.to_dict()})
-    queries_path = out_dir / QUERIES_FILE
-    if queries_path.exists():
-        return read_queries(queries_path)
+        if queries_path.exists():
+            return read_queries(queries_path)
     rows = sample_questions(config, data_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not config_path.exists():
+        write_json_atomic(config_path, {"schema": SCHEMA_VERSION, "config": config.to_dict()})
     write_queries(queries_path, rows)
     return rows
 
@@ -176,8 +181,8 @@ def run_collection(
     """
     out_dir = Path(out_dir)
     say = log or (lambda msg: print(f"routing-gym: {msg}", file=sys.stderr))
+    grader_for = resolve_graders(config, graders)  # an unknown grader stops us before anything is written
     questions = prepare_run(config, out_dir, data_dir)
-    grader_for = resolve_graders(config, graders)  # an unknown grader stops us before any call
     record_log = RecordLog(out_dir / RECORDS_FILE)
     contents = record_log.open()
     own_meter = meter is None

@@ -1,8 +1,21 @@
-"""Gymnasium environments; importing this module registers their ids."""
+"""Gymnasium environments; importing this module registers their ids (``registration.py``)."""
 
-import gymnasium as gym
-
+from routing_gym.envs.budget_env import BudgetConfig, BudgetRoutingEnv
+from routing_gym.envs.changing_pool_env import ChangingPoolConfig, ChangingPoolEnv, PoolEvent
+from routing_gym.envs.multiturn_env import MultiTurnConfig, MultiTurnRoutingEnv
+from routing_gym.envs.observation import ObservationBatch
+from routing_gym.envs.registration import (
+    BUDGET_ID,
+    CHANGING_POOL_ID,
+    MULTITURN_ID,
+    PROCEDURAL_ID,
+    REPLAY_ID,
+    register_all,
+    registered_ids,
+)
+from routing_gym.envs.replay import QueryStreamConfig, ReplayCore, ReplayEnv, RoutingConfig
 from routing_gym.envs.rewards import (
+    DEFAULT_COEFFICIENTS,
     REWARDS,
     Reward,
     RewardBreakdown,
@@ -11,26 +24,40 @@ from routing_gym.envs.rewards import (
     rank_penalty,
     register_reward,
 )
-from routing_gym.envs.routing_env import BatchResult, RoutingEnv, default_config
+from routing_gym.envs.routing_env import RoutingEnv, default_config
+from routing_gym.eval.scoring import BatchResult
+from routing_gym.envs import reward_variants  # noqa: E402,F401  (registers the reward variants)
 
-REPLAY_ID = "RoutingGym/Replay-v0"
-
-if REPLAY_ID not in gym.registry:
-    gym.register(REPLAY_ID, entry_point="routing_gym.envs.routing_env:RoutingEnv")
-
-import routing_gym.sources.synthetic  # noqa: E402,F401  (registers the procedural presets and their ids)
-from routing_gym.envs import budget_env, changing_pool_env, multiturn_env, reward_variants  # noqa: E402,F401
+register_all()
 
 __all__ = [
+    "BUDGET_ID",
+    "CHANGING_POOL_ID",
+    "DEFAULT_COEFFICIENTS",
+    "MULTITURN_ID",
+    "PROCEDURAL_ID",
     "REPLAY_ID",
     "REWARDS",
     "BatchResult",
+    "BudgetConfig",
+    "BudgetRoutingEnv",
+    "ChangingPoolConfig",
+    "ChangingPoolEnv",
+    "MultiTurnConfig",
+    "MultiTurnRoutingEnv",
+    "ObservationBatch",
+    "PoolEvent",
+    "QueryStreamConfig",
+    "ReplayCore",
+    "ReplayEnv",
     "Reward",
     "RewardBreakdown",
+    "RoutingConfig",
     "RoutingEnv",
     "default_config",
     "get_reward",
     "oracle_targets",
     "rank_penalty",
     "register_reward",
+    "registered_ids",
 ]

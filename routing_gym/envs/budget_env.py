@@ -3,33 +3,42 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from routing_gym.envs.routing_env import RoutingEnv
-from routing_gym.envs.routing_env import default_config as routing_default_config
+from routing_gym.envs.replay import ReplayEnv, RoutingConfig
 from routing_gym.errors import RoutingGymError
 
-BUDGET_ID = "RoutingGym/Budget-v0"
+
+@dataclass(frozen=True)
+class BudgetConfig(RoutingConfig):
+    """RoutingEnv's options plus the budget."""
+
+    horizon: int = 100  # queries per episode
+    budget_j: float | None = None  # B, mean joules per query; None: the split's median per-model mean joules
+    overspend_penalty: float = 0.0  # reward charged per B joules spent beyond the episode's budget
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (isinstance(self.horizon, (int, np.integer)) and not isinstance(self.horizon, bool) and self.horizon >= 1):
+            raise ValueError(f"horizon must be an integer >= 1, got {self.horizon!r}")
+        if self.budget_j is not None and not (np.isfinite(self.budget_j) and self.budget_j > 0):
+            raise ValueError(f"budget_j (B, mean joules per query) must be a finite number > 0, got {self.budget_j!r}")
+        if not (np.isfinite(self.overspend_penalty) and self.overspend_penalty >= 0):
+            raise ValueError(f"overspend_penalty must be a finite number >= 0, got {self.overspend_penalty!r}")
 
 
 def default_config() -> dict[str, Any]:
-    """Every BudgetRoutingEnv option with its default (RoutingEnv's options plus three)."""
-    return {
-        **routing_default_config(),
-        "horizon": 100,  # queries per episode
-        "budget_j": None,  # B, mean joules per query; None: the split's median per-model mean joules
-        "overspend_penalty": 0.0,  # reward charged per B joules spent beyond the episode's budget
-    }
+    """Every BudgetRoutingEnv option with its default (``BudgetConfig``)."""
+    return BudgetConfig().to_dict()
 
 
-def median_model_budget(env: RoutingEnv) -> float:
-    """The default B: the median over the pool of each model's mean joules on the env's split
-    (a budget that affords always routing to the median-cost model)."""
-    return float(np.median(env.tournament.energy_j[env.rows].mean(axis=0)))
+def median_model_budget(energy_j: np.ndarray) -> float:
+    """The default B from ``[n, K]`` joules: the median over the pool of each model's mean
+    joules (a budget that affords always routing to the median-cost model)."""
+    return float(np.median(np.asarray(energy_j).mean(axis=0)))
 
 
 @dataclass
@@ -69,7 +78,7 @@ def budget_report(energy_j: np.ndarray, correct: np.ndarray, budget_j: float) ->
     )
 
 
-class BudgetRoutingEnv(RoutingEnv):
+class BudgetRoutingEnv(ReplayEnv):
     """
     ## Description
     The reference paper's energy-budgeted routing (Eq. 7: the average joules per query must
@@ -110,35 +119,29 @@ class BudgetRoutingEnv(RoutingEnv):
     At the end also `episode`: `accuracy`, `mean_energy_j`, `budget_j`, `violation_j` of the episode.
 
     ## Arguments
-    `default_config()`: RoutingEnv's options plus `horizon`, `budget_j` and
-    `overspend_penalty`. Registered id: `RoutingGym/Budget-v0`.
+    `BudgetConfig` (`default_config()`): RoutingEnv's options plus `horizon`, `budget_j` and
+    `overspend_penalty`. Registered id: `RoutingGym/Budget-v0`. There is no `evaluate()`: a
+    budget couples the queries of an episode, so score runs with
+    `routing_gym_agents.lagrangian.run_budget_episodes` and `budget_report`.
     """
 
-    def __init__(self, **overrides: Any):
-        config = default_config()
-        unknown = set(overrides) - set(config)
-        if unknown:
-            raise TypeError(f"BudgetRoutingEnv got unknown option(s) {sorted(unknown)}; options: {sorted(config)}")
-        config.update(overrides)
-        horizon, budget, penalty = config.pop("horizon"), config.pop("budget_j"), config.pop("overspend_penalty")
-        super().__init__(**config)
-        self.config.update(horizon=horizon, budget_j=budget, overspend_penalty=penalty)
-        if not (isinstance(horizon, (int, np.integer)) and horizon >= 1):
-            raise ValueError(f"horizon must be an integer >= 1, got {horizon!r}")
-        self.horizon = int(horizon)
-        self.budget_j = median_model_budget(self) if budget is None else float(budget)
-        if not (np.isfinite(self.budget_j) and self.budget_j > 0):
-            raise ValueError(f"budget_j (B, mean joules per query) must be a finite number > 0, got {budget!r}")
-        if not (np.isfinite(penalty) and penalty >= 0):
-            raise ValueError(f"overspend_penalty must be a finite number >= 0, got {penalty!r}")
-        self.overspend_penalty = float(penalty)
+    config_class: ClassVar[type[BudgetConfig]] = BudgetConfig
+    config: BudgetConfig
+
+    def __init__(self, config: BudgetConfig | None = None, **overrides: Any):
+        super().__init__(config, **overrides)
+        self.horizon = int(self.config.horizon)
+        self.budget_j = median_model_budget(self.core.outcomes.energy_j) if self.config.budget_j is None else float(self.config.budget_j)
+        self.overspend_penalty = float(self.config.overspend_penalty)
         self.observation_space = spaces.Dict(
             {
-                **self.observation_space.spaces,
+                **self._question_spaces,
                 "budget_left": spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32),
                 "queries_left": spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32),
             }
         )
+        self.action_space = spaces.Discrete(self.tournament.n_models)
+        self._current: int | None = None
         self._spent = 0.0
         self._t = 0
         self._correct_sum = 0.0
@@ -150,12 +153,20 @@ class BudgetRoutingEnv(RoutingEnv):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if options:
             raise RoutingGymError(f"BudgetRoutingEnv.reset takes no options (got {sorted(options)}): an episode is a stream")
+        super().reset(seed=seed)
+        if seed is not None:
+            self.sampler.restart()
         self._spent, self._t, self._correct_sum = 0.0, 0, 0.0
-        obs, info = super().reset(seed=seed)
-        return self._with_budget(obs), info
+        self._current = self.sampler.next(self.np_random)
+        return self._observe(self._current), self.core.query_info(self._current)
 
     def step(self, action):
-        _, reward, _, _, info = super().step(action)
+        if self._current is None:
+            raise RoutingGymError("step() called before reset() (or after the episode ended)")
+        a = self._checked_action(action, self.action_space.n, mode=self.config.invalid_action)
+        position = self._current
+        info = self.core.route_info(position, a)
+        reward = float(self.reward.invalid_penalty if a is None else self.core.reward_matrix[position, a])
         overspent_before = max(0.0, self._spent - self.total_budget_j)
         self._spent += info["energy_j"]
         self._correct_sum += info["correct"]
@@ -166,7 +177,7 @@ class BudgetRoutingEnv(RoutingEnv):
         done = self._t >= self.horizon
         if done:
             # The final observation repeats the last query with the closing budget state.
-            obs = self._observation(self._position_of[info["query_id"]])
+            self._current = None
             mean_j = self._spent / self.horizon
             info["episode"] = {
                 "accuracy": self._correct_sum / self.horizon,
@@ -175,16 +186,12 @@ class BudgetRoutingEnv(RoutingEnv):
                 "violation_j": max(0.0, mean_j - self.budget_j),
             }
         else:
-            obs, next_info = super().reset()
-            info.update(next_query_id=next_info["query_id"], next_row=next_info["row"])
-        return self._with_budget(obs), float(reward), done, False, info
+            self._current = position = self.sampler.next(self.np_random)
+            info["next_query_id"] = self.core.query_ids[position]
+        return self._observe(position), float(reward), done, False, info
 
-    def _with_budget(self, obs: dict[str, Any]) -> dict[str, Any]:
-        left = max(0.0, 1.0 - self._spent / self.total_budget_j)
-        obs["budget_left"] = np.array([left], dtype=np.float32)
+    def _observe(self, position: int) -> dict[str, Any]:
+        obs = self._question(position)
+        obs["budget_left"] = np.array([max(0.0, 1.0 - self._spent / self.total_budget_j)], dtype=np.float32)
         obs["queries_left"] = np.array([(self.horizon - self._t) / self.horizon], dtype=np.float32)
         return obs
-
-
-if BUDGET_ID not in gym.registry:
-    gym.register(BUDGET_ID, entry_point="routing_gym.envs.budget_env:BudgetRoutingEnv")

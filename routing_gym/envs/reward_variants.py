@@ -8,8 +8,10 @@ vectorized over the K candidates, so the env, the oracle, batched evaluation and
 
 **The gate** holds when, for every query, every fully correct route earns more than every
 fully wrong route of the same query. Variants with an analytical gate reject coefficients
-that break it (``GateViolationError``, unless ``allow_ungated=True``); for the others
-(``lagrangian``) use ``rewards.check_gate_on_data`` on the tournament at hand.
+that break it (``GateViolationError``, unless ``allow_ungated=True``); the others
+(``lagrangian``) are checked on the data each time a ``Reward`` scores outcomes and warn
+with ``GateWarning`` when some correct route scores at or below a wrong one
+(``rewards.check_gate_on_data`` lists the queries).
 
 | name | correct route | wrong route | gate holds iff |
 |---|---|---|---|
@@ -41,6 +43,7 @@ import numpy as np
 from routing_gym.envs.rewards import (
     CORRECT_BASE,
     WRONG_REWARD,
+    CoefficientValueError,
     RewardBreakdown,
     _gated_rank_gate,
     get_reward,
@@ -167,10 +170,10 @@ def lagrangian(outcomes: Outcomes, mu: float = 1e-3) -> RewardBreakdown:
 
     ``mu`` is in 1/J (the default, 1e-3, prices a kJ like one wrong answer). No analytical
     gate: a correct route beats a wrong one of the same query iff ``mu (E_correct -
-    E_wrong) < 1``, which depends on the data (check with ``check_gate_on_data``).
+    E_wrong) < 1``, which depends on the data: ``Reward`` checks it and warns (``GateWarning``).
     """
     if not (np.isfinite(mu) and mu >= 0):
-        raise ValueError(f"lagrangian: mu must be a finite number >= 0 (a price per joule), got {mu}")
+        raise CoefficientValueError(f"lagrangian: mu must be a finite number >= 0 (a price per joule), got {mu}")
     return RewardBreakdown(outcomes.correct - mu * outcomes.energy_j, {"energy_cost": mu * outcomes.energy_j})
 
 

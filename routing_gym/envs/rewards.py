@@ -20,15 +20,20 @@ every agent and ``routing-gym compare``::
 from __future__ import annotations
 
 import inspect
+import numbers
+import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from routing_gym.errors import GateViolationError, UnknownNameError
+from routing_gym.errors import GateViolationError, RoutingGymError, UnknownNameError
 from routing_gym.tournament import Outcomes, Tournament
 
 DEFAULT_INVALID_PENALTY = -2.0
+# The reference paper's RL energy coefficient: the one default of every env, compare and the
+# agents that train on their own objective.
+DEFAULT_COEFFICIENTS: dict[str, float] = {"lambda_e": 0.4}
 WRONG_REWARD = -1.0
 CORRECT_BASE = 2.0
 
@@ -61,7 +66,11 @@ def register_reward(name: str, gate: Callable[..., str | None] | None = None) ->
 
     ``gate(**coefficients)`` may return a string explaining why those coefficients let a
     correct route score at or below a wrong one (``None`` when the gate holds). Rewards
-    without an analytical gate are checked on the data by ``check_gate_on_data``.
+    without an analytical gate are checked on the data each time a ``Reward`` scores
+    outcomes (``check_gate_on_data``): a query where some correct route scores at or below a
+    wrong one emits a ``GateWarning`` naming the query and both rewards (a warning, not an
+    error, because such rewards are studied on purpose; ``allow_ungated=True`` silences it,
+    ``warnings.simplefilter("error", GateWarning)`` makes it fatal).
     """
 
     def decorator(fn: RewardFn) -> RewardFn:
@@ -81,6 +90,15 @@ def get_reward(name: str) -> RewardEntry:
     return REWARDS[name]
 
 
+def resolve_coefficients(reward: str, coefficients: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``coefficients`` as a dict; None means ``DEFAULT_COEFFICIENTS`` restricted to those the
+    reward takes (so ``gated_rank`` defaults to lambda_e = 0.4 and a reward without lambda_e to {})."""
+    if coefficients is not None:
+        return dict(coefficients)
+    takes = get_reward(reward).defaults
+    return {k: v for k, v in DEFAULT_COEFFICIENTS.items() if k in takes}
+
+
 def rank_penalty(values: np.ndarray) -> np.ndarray:
     """Ascending rank of each candidate among the query's K, scaled to [0, 1].
 
@@ -89,8 +107,17 @@ def rank_penalty(values: np.ndarray) -> np.ndarray:
     ``[85, 95, 280, 3800] -> [0, 1/3, 2/3, 1]``; ``[10, 10, 20] -> [0, 0, 1]``. With K = 1
     the penalty is 0. Only the order matters: any strictly increasing rescaling of the
     values (joules to kWh, log joules) gives the same penalties.
+
+    A NaN cost raises ``ValueError`` naming the query and candidate: every comparison with
+    NaN is false, so it would otherwise rank as the cheapest model.
     """
     values = np.asarray(values, dtype=np.float64)
+    if np.isnan(values).any():
+        position = np.argwhere(np.isnan(values))[0]
+        raise ValueError(
+            f"rank_penalty: NaN cost at index {tuple(int(i) for i in position)} (query, candidate) of "
+            f"{np.isnan(values).sum()} NaN value(s); a NaN cannot be ranked: fill in or drop that outcome"
+        )
     k = values.shape[-1]
     if k <= 1:
         return np.zeros_like(values)
@@ -136,24 +163,57 @@ def gated_rank(outcomes: Outcomes, lambda_t: float = 0.0, lambda_e: float = 0.0,
     return RewardBreakdown(total, {"z_latency": z_t, "z_energy": z_e, "z_power": z_p})
 
 
+class GateWarning(UserWarning):
+    """A reward without an analytical gate lets a correct route score at or below a wrong one
+    on the data it was evaluated on."""
+
+
+class CoefficientTypeError(RoutingGymError, TypeError):
+    """A reward coefficient is not a number (a string, None, a bool) or not one the reward takes."""
+
+
+class CoefficientValueError(RoutingGymError, ValueError):
+    """A reward coefficient is NaN or infinite, or out of the range the reward accepts."""
+
+
+def _check_number(owner: str, name: str, value: object) -> None:
+    """A coefficient must be a finite real number: not a string, None, bool, NaN or inf."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise CoefficientTypeError(f"{owner}: {name} must be a number, got {type(value).__name__} {value!r}")
+    if not np.isfinite(float(value)):
+        raise CoefficientValueError(f"{owner}: {name} must be finite, got {value!r}")
+
+
 @dataclass(frozen=True)
 class Reward:
-    """A registered reward bound to coefficients; call it on ``Outcomes``."""
+    """A registered reward bound to coefficients; call it on ``Outcomes``.
+
+    Every coefficient and ``invalid_penalty`` must be a finite real number (``TypeError``
+    for a string or None, ``ValueError`` for NaN or inf, each naming the coefficient). A
+    reward with an analytical gate rejects coefficients that break it at construction;
+    one without (``lagrangian``, most user rewards) is checked on the data when called
+    and warns with ``GateWarning``, once per ``Reward`` (see ``register_reward``).
+    """
 
     name: str = "gated_rank"
     coefficients: dict[str, float] = field(default_factory=dict)
     invalid_penalty: float = DEFAULT_INVALID_PENALTY
     allow_ungated: bool = False
+    # set once the data-gate warning was shown, so a reward scored per batch warns once
+    _gate_warned: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         entry = get_reward(self.name)
         unknown = set(self.coefficients) - set(entry.defaults)
         if unknown:
-            raise TypeError(
+            raise CoefficientTypeError(
                 f"reward {self.name!r} has no coefficient(s) {sorted(unknown)}; it takes {sorted(entry.defaults)}"
             )
-        if not np.isfinite(self.invalid_penalty) or self.invalid_penalty >= 0:
-            raise ValueError(f"invalid_penalty must be a finite negative number, got {self.invalid_penalty}")
+        for name, value in self.coefficients.items():
+            _check_number(f"reward {self.name!r}", f"coefficient {name!r}", value)
+        _check_number(f"reward {self.name!r}", "invalid_penalty", self.invalid_penalty)
+        if self.invalid_penalty >= 0:
+            raise CoefficientValueError(f"invalid_penalty must be a finite negative number, got {self.invalid_penalty}")
         if entry.gate is not None and not self.allow_ungated:
             why = entry.gate(**self.coefficients)
             if why:
@@ -173,7 +233,27 @@ class Reward:
             raise ValueError(
                 f"reward {self.name!r} returned shape {result.total.shape}, expected {outcomes.correct.shape}"
             )
+        if self.entry.gate is None and not self.allow_ungated:
+            self._warn_if_gate_breaks(result.total, outcomes.correct)
         return result
+
+    def _warn_if_gate_breaks(self, total: np.ndarray, correct: np.ndarray) -> None:
+        broken = check_gate_on_data(total, correct)
+        if not broken.size or self._gate_warned:
+            return
+        object.__setattr__(self, "_gate_warned", True)
+        row = int(broken[0])
+        worst_correct = float(np.where(correct[row] >= 1.0, total[row], np.inf).min())
+        best_wrong = float(np.where(correct[row] <= 0.0, total[row], -np.inf).max())
+        warnings.warn(
+            f"{self.describe()} has no analytical gate and breaks it on this data: in {broken.size} of "
+            f"{len(total)} queries some correct route scores at or below a wrong one (first: row {row} of the scored "
+            f"queries, "
+            f"a correct route earns {worst_correct:g}, a wrong one {best_wrong:g}). Lower the coefficients, or "
+            f"pass allow_ungated=True to study it anyway.",
+            GateWarning,
+            stacklevel=3,
+        )
 
     def matrix(self, tournament: Tournament, rows: np.ndarray | None = None) -> np.ndarray:
         """The ``[n, K]`` reward of every route for ``rows`` of the tournament."""
@@ -189,21 +269,6 @@ def check_gate_on_data(reward_matrix: np.ndarray, correct: np.ndarray) -> np.nda
     correct_min = np.where(correct >= 1.0, reward_matrix, np.inf).min(axis=1)
     wrong_max = np.where(correct <= 0.0, reward_matrix, -np.inf).max(axis=1)
     return np.flatnonzero(correct_min <= wrong_max)
-
-
-def score_actions(reward_matrix: np.ndarray, actions: np.ndarray, invalid_penalty: float) -> tuple[np.ndarray, np.ndarray]:
-    """Reward of each query's chosen action; actions outside [0, K) get ``invalid_penalty``.
-
-    Returns ``(rewards[n], valid[n])``.
-    """
-    actions = np.asarray(actions)
-    n, k = reward_matrix.shape
-    if actions.shape != (n,):
-        raise ValueError(f"expected {n} actions (one per query), got shape {actions.shape}")
-    valid = (actions >= 0) & (actions < k)
-    safe = np.where(valid, actions, 0).astype(np.int64)
-    rewards = np.where(valid, reward_matrix[np.arange(n), safe], invalid_penalty)
-    return rewards, valid
 
 
 TIE_BREAKS = ("auto", "largest", "cheapest", "first")

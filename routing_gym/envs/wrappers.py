@@ -1,13 +1,15 @@
-"""Gymnasium wrappers around ``RoutingEnv``.
+"""Gymnasium wrappers around the routing environments.
 
-``BoxObservation`` gives deep-RL libraries (Stable-Baselines3) a ``Box`` view of the question:
-SB3 rejects ``Text`` spaces (and ``Dict``s holding one). The vector is the shared text
-features of ``routing_gym.features`` (TF-IDF + SVD by default, plus the benchmark one-hot),
-fitted on the tournament's *training* split only, whatever split the env replays, so that a
-test-split env never leaks held-out vocabulary into the features.
+``BoxObservation`` gives deep-RL libraries (Stable-Baselines3) a ``Box`` view of the
+observation: SB3 rejects ``Text`` spaces (and ``Dict``s holding one). It is a plain
+observation wrapper: the vector is computed from the observation the env returns — the
+question text and benchmark through an ``ObservationFeaturizer`` (TF-IDF + SVD by default,
+fitted on the tournament's *training* split only, whatever split the env replays), then every
+other key of the observation (``difficulty``, ``budget_left``, ``queries_left``,
+``available``, ``turn``, ...) flattened by gymnasium's rules. It works on every registered env.
 
-Episodes stay one step long and end with ``terminated=True, truncated=False``: a truncated
-episode would make SB3 bootstrap a value estimate into the bandit reward.
+Episodes keep the wrapped env's ends; the one-step envs end with ``terminated=True,
+truncated=False`` (a truncated episode would make SB3 bootstrap a value into the reward).
 """
 
 from __future__ import annotations
@@ -18,80 +20,107 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from routing_gym.envs.routing_env import RoutingEnv
+from routing_gym.envs.observation import QUESTION_KEYS, ObservationBatch
+from routing_gym.envs.replay import ReplayCore, ReplayEnv
 from routing_gym.errors import RoutingGymError
 
-# Kinds whose text block has unit-length (L2-normalised) rows, so every column is in [-1, 1].
-_BOUNDED_KINDS = ("tfidf-svd", "tfidf", "hashing", "benchmark")
 
+class BoxFeatures:
+    """The ``Box`` view of a ``Dict`` routing observation space: what ``BoxObservation``
+    computes, as a picklable object an agent can keep (and save) without the env.
 
-class BoxObservation(gym.Wrapper):
-    """Observation ``Box(float32, (d,))``: text features + benchmark one-hot (+ difficulty).
-
-    Args:
-        env: a ``RoutingEnv`` (possibly already wrapped).
-        featurizer: a fitted ``routing_gym.features.TextFeaturizer``; by default one is fitted
-            (and cached) on ``fit_split`` of the env's tournament with ``feature_config``.
-        fit_split: the split the default featurizer learns its vocabulary from.
-        **feature_config: ``routing_gym.features.FeatureConfig`` fields (``kind``, ``dim``, ...).
-
-    The feature rows of the env's queries are computed once at construction and looked up
-    by the ``row`` that ``RoutingEnv`` reports in ``info``, so a step costs no vectorizing.
-    With ``include_difficulty=True`` on the env, the difficulty is appended as a last column.
+    ``features(batch)``: the question part through ``featurizer`` (text block, benchmark
+    one-hot), then every other key of ``space`` flattened by gymnasium's rules, in space order.
     """
 
-    def __init__(self, env: gym.Env, featurizer: Any = None, fit_split: str = "train", **feature_config: Any):
-        super().__init__(env)
-        base = env.unwrapped
-        if not isinstance(base, RoutingEnv):
-            raise RoutingGymError(f"BoxObservation wraps a RoutingEnv, got {type(base).__name__}")
-        from routing_gym.features import featurizer_for
-
-        tournament = base.tournament
-        if featurizer is None:
-            if fit_split not in tournament.splits:
-                raise RoutingGymError(
-                    f"{tournament.card.name}: BoxObservation fits its features on split {fit_split!r}, which the "
-                    f"tournament does not have (splits: {tournament.splits or 'none'}); call with_splits() first "
-                    "or pass a fitted featurizer"
-                )
-            featurizer = featurizer_for(tournament, fit_split, **feature_config)
-        elif feature_config:
-            raise TypeError("pass either a fitted featurizer or feature options, not both")
+    def __init__(self, featurizer: Any, space: spaces.Dict):
+        if not isinstance(space, spaces.Dict) or any(k not in space.spaces for k in QUESTION_KEYS):
+            raise RoutingGymError(f"a Box view needs a Dict observation with 'text' and 'benchmark', got {space}")
         if not featurizer.fitted:
             raise RoutingGymError(f"{featurizer!r} is not fitted")
-        if featurizer.n_benchmarks != len(tournament.benchmarks):
-            raise RoutingGymError(
-                f"featurizer was fitted for {featurizer.n_benchmarks} benchmarks, tournament "
-                f"{tournament.card.name!r} has {len(tournament.benchmarks)}"
-            )
+        if featurizer.extra_keys_:
+            raise RoutingGymError(f"the Box view's featurizer covers text and benchmark only; it was fitted with {featurizer.extra_keys_}")
+        n_benchmarks = int(space["benchmark"].n)
+        if featurizer.benchmark_onehot and featurizer.n_benchmarks != n_benchmarks:
+            raise RoutingGymError(f"featurizer was fitted for {featurizer.n_benchmarks} benchmarks, the env has {n_benchmarks}")
         self.featurizer = featurizer
-        # Feature row of every query of the env's split, keyed by tournament row.
-        features = featurizer.transform(base.prompts, tournament.benchmark_codes[base.rows])
-        self.with_difficulty: bool = "difficulty" in base.observation_space.spaces
-        if self.with_difficulty:
-            difficulty = base.tournament.queries["difficulty"].to_numpy(dtype=np.float32)[base.rows]
-            features = np.hstack([features, difficulty[:, None]])
-        bounded = featurizer.config.kind in _BOUNDED_KINDS
-        low, high = (-1.0, 1.0) if bounded else (-np.inf, np.inf)
-        if bounded:
-            features = np.clip(features, low, high)  # float32 round-off must not leave the box
-        self._features = np.ascontiguousarray(features, dtype=np.float32)
-        self._position_of_row = {int(r): i for i, r in enumerate(base.rows)}
-        self.observation_space = spaces.Box(low, high, shape=(self._features.shape[1],), dtype=np.float32)
+        self.extra_keys = [k for k in space.spaces if k not in QUESTION_KEYS]
+        self.extra_spaces = [space[k] for k in self.extra_keys]
+        bound = 1.0 if featurizer.bounded else np.inf
+        width = featurizer.n_features_out_
+        lows, highs = [np.full(width, -bound, dtype=np.float32)], [np.full(width, bound, dtype=np.float32)]
+        for sub in self.extra_spaces:
+            flat = spaces.flatten_space(sub)
+            lows.append(flat.low.astype(np.float32))
+            highs.append(flat.high.astype(np.float32))
+        self.observation_space = spaces.Box(np.concatenate(lows), np.concatenate(highs), dtype=np.float32)
+
+    def features(self, batch: ObservationBatch) -> np.ndarray:
+        """``float32 [n, d]``: the Box observations of a batch."""
+        question = self.featurizer.transform(ObservationBatch(batch.texts, batch.benchmarks))
+        if self.featurizer.bounded:
+            question = np.clip(question, -1.0, 1.0)  # float32 round-off must not leave the box
+        parts = [question]
+        for key, sub in zip(self.extra_keys, self.extra_spaces):
+            values = batch.get(key)
+            if values is None:
+                raise RoutingGymError(f"the Box view was built with observation key {key!r}; this batch has only {batch.keys}")
+            parts.append(np.stack([spaces.flatten(sub, v) for v in values]).astype(np.float32).reshape(len(batch), -1))
+        return np.ascontiguousarray(np.hstack(parts), dtype=np.float32)
+
+
+class BoxObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
+    """Observation ``Box(float32, (d,))``: text features + benchmark one-hot + the other keys.
+
+    Args:
+        env: any routing env (possibly already wrapped) with a ``Dict`` observation holding
+            ``text`` and ``benchmark``.
+        featurizer: a fitted ``ObservationFeaturizer`` of the question part; by default one is
+            fitted (and shared, ``fit_featurizer``) on ``fit_split`` of the env's tournament.
+        fit_split: the split the default featurizer learns its vocabulary from.
+        **feature_params: ``ObservationFeaturizer`` parameters (``kind``, ``dim``, ...).
+
+    ``features(batch)`` computes the same vectors for a whole ``ObservationBatch`` at once
+    (e.g. to score a policy on a split: ``env.unwrapped.observations()``).
+    """
+
+    def __init__(self, env: gym.Env, featurizer: Any = None, fit_split: str = "train", **feature_params: Any):
+        gym.utils.RecordConstructorArgs.__init__(self, featurizer=featurizer, fit_split=fit_split, **feature_params)
+        gym.ObservationWrapper.__init__(self, env)
+        if featurizer is None:
+            featurizer = question_featurizer(env, fit_split, **feature_params)
+        elif feature_params:
+            raise TypeError("pass either a fitted featurizer or feature options, not both")
+        self.box = BoxFeatures(featurizer, env.observation_space)
+        self.featurizer = featurizer
+        self.observation_space = self.box.observation_space
 
     @property
     def n_features(self) -> int:
         return int(self.observation_space.shape[0])
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        obs, info = self.env.reset(seed=seed, options=options)
-        return self._box(info), info
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return self._box(info), reward, terminated, truncated, info
-
-    def _box(self, info: dict[str, Any]) -> np.ndarray:
+    def observation(self, observation: dict[str, Any]) -> np.ndarray:
         # A fresh array each call: check_env (and SB3 buffers) must never alias observations.
-        return self._features[self._position_of_row[int(info["row"])]].copy()
+        return self.box.features(ObservationBatch.from_observations([observation]))[0]
+
+    def features(self, batch: ObservationBatch) -> np.ndarray:
+        """``float32 [n, d]``: the Box observations of a batch, as ``observation`` computes them one by one."""
+        return self.box.features(batch)
+
+
+def question_featurizer(env: gym.Env, fit_split: str = "train", **feature_params: Any) -> Any:
+    """The shared featurizer of the question part, fitted on ``fit_split`` of ``env``'s tournament."""
+    from routing_gym.features import fit_featurizer
+
+    base = env.unwrapped
+    if not isinstance(base, ReplayEnv):
+        raise RoutingGymError(f"pass a fitted featurizer: {type(base).__name__} is not a replay env with a tournament")
+    tournament = base.tournament
+    if fit_split not in tournament.splits and fit_split != "all":
+        raise RoutingGymError(
+            f"{tournament.card.name}: BoxObservation fits its features on split {fit_split!r}, which the "
+            f"tournament does not have (splits: {tournament.splits or 'none'}); call with_splits() first "
+            "or pass a fitted featurizer"
+        )
+    train = ReplayCore(tournament, fit_split).observations(include_difficulty=False)
+    return fit_featurizer(train, n_benchmarks=len(tournament.benchmarks), extra_keys=(), **feature_params)

@@ -4,6 +4,7 @@
   stated coefficient setting, per-benchmark breakdown;
 - ``stats``: bootstrap intervals over queries, spread over seeds, paired Pareto-dominance test;
 - ``pareto``: Pareto frontier and hypervolume in (accuracy, joules);
+- ``hull``: the fixed-model hull (random mixes of fixed models), routing gain, joules saved;
 - ``compare``: train every agent on a tournament's training split, score it on the held-out
   split, write JSON/CSV/Markdown and PNG plots (``routing-gym compare``).
 

@@ -11,8 +11,12 @@ penalty and counted; an agent that raises is reported with a traceback summary a
 others still finish.
 
 Statistics: each number is the mean over seeds of the per-seed metric; 95 % intervals are
-percentile bootstrap intervals over held-out queries of the seed-averaged per-query values
-(one shared set of resamples for every method); ``*_seed_sd`` is the spread over seeds.
+percentile bootstrap intervals over held-out queries of the seed-averaged per-query values;
+``*_seed_sd`` is the spread over seeds. One set of resamples is drawn per run and every
+resampled mean (each method's metrics, the fixed models' accuracy and joules) comes from one
+matrix product, so the hull gains (``eval/hull.py``: routing gain in pp and joules saved in %
+over the fixed-model hull, hull recomputed per resample) and the strict pairwise dominance
+tests cost no further passes over the queries.
 
 Router overhead hook: after ``act_batch``, compare reads ``agent.overhead`` if the agent has
 it: a dict, or a method returning one, mapping a name (e.g. ``"decode_s"``, ``"energy_j"``,
@@ -24,10 +28,13 @@ becomes a column ``overhead_<name>`` (``fit_overhead_<name>``). compare always m
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
+import sys
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -35,12 +42,13 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from routing_gym.envs import Reward, RoutingEnv
-from routing_gym.envs.rewards import DEFAULT_INVALID_PENALTY
+from routing_gym.envs import ObservationBatch, Reward, RoutingEnv
+from routing_gym.envs.rewards import DEFAULT_COEFFICIENTS, DEFAULT_INVALID_PENALTY
 from routing_gym.errors import RoutingGymError, UnknownNameError
+from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.metrics import PolicyMetrics, policy_metrics
 from routing_gym.eval.pareto import hypervolume, pareto_front
-from routing_gym.eval.stats import BootstrapPlan, paired_dominance_test, seed_spread
+from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval, seed_spread
 from routing_gym.tournament import Tournament
 
 # The default set: every Table 2 baseline that trains in seconds on 2 cores. Names not
@@ -61,8 +69,6 @@ DEFAULT_AGENTS = (
 )
 # Output-informed diagnostics join the default set only on tournaments that log answer texts.
 DEFAULT_OUTPUT_INFORMED = ("smoothie",)
-# The paper's RL energy coefficient: one common setting for every reward in the table.
-DEFAULT_COEFFICIENTS = {"lambda_e": 0.4}
 FIXED_PREFIX = "always "
 # Hypervolume reference: accuracy 0 and 1.1 x the most expensive fixed model's mean joules,
 # so that every fixed model encloses some area.
@@ -71,6 +77,11 @@ PER_QUERY = ("correct", "energy_j", "latency_s", "mean_power_w", "rewards")
 _CI_METRICS = {"accuracy": "correct", "mean_energy_j": "energy_j", "mean_latency_s": "latency_s",
                "mean_power_w": "mean_power_w", "mean_reward": "rewards"}
 _CURVE_POINTS = 200  # regret curves are stored in results.json downsampled to this many points
+MIN_BOOTSTRAP = 10
+HULL_RULE = ("upper, non-decreasing concave hull of the fixed models' (mean J, accuracy) on the test split: what "
+             "randomly mixing fixed models reaches; routing gain = accuracy - hull accuracy at the method's mean J (pp), "
+             "joules saved = (hull J at the method's accuracy - method J) / hull J (%); outside the hull's range the "
+             "nearest end point is used and the row says so; intervals recompute hull and method per resample")
 
 
 @dataclass
@@ -90,18 +101,31 @@ class CompareConfig:
     n_bootstrap: int = 2000
     confidence: float = 0.95
     bootstrap_seed: int = 0
-    progress: bool | None = None  # tqdm: None shows the bar on a terminal only
+    # None: a tqdm bar on a terminal, one line per finished run on stderr otherwise
+    progress: bool | None = None
 
     @property
     def seed_list(self) -> list[int]:
         if isinstance(self.seeds, int):
             if self.seeds < 1:
-                raise ValueError(f"seeds must be >= 1, got {self.seeds}")
+                raise RoutingGymError(f"seeds (--seeds) must be >= 1, got {self.seeds}")
             return list(range(self.seeds))
         seeds = [int(s) for s in self.seeds]
         if not seeds:
-            raise ValueError("seeds is empty")
+            raise RoutingGymError("seeds is empty")
         return seeds
+
+    def check(self) -> None:
+        """Settings that need no tournament; raises ``RoutingGymError`` naming the option."""
+        self.seed_list
+        if self.n_bootstrap < MIN_BOOTSTRAP:
+            raise RoutingGymError(f"n_bootstrap (--bootstrap) must be >= {MIN_BOOTSTRAP}, got {self.n_bootstrap}")
+        if not 0 < self.confidence < 1:
+            raise RoutingGymError(f"confidence must be in (0, 1), got {self.confidence}")
+        for name, kwargs in self.agent_kwargs.items():
+            if not isinstance(kwargs, dict):
+                raise RoutingGymError(f"agent_kwargs (--agent-kwargs) for {name!r}: expected an object of keyword "
+                                      f"arguments, got {kwargs!r}")
 
 
 @dataclass
@@ -157,6 +181,7 @@ class CompareResult:
     pareto: dict[str, Any]
     regret: dict[str, dict[str, Any]]  # method -> curves (bandit-feedback agents)
     elapsed_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)  # e.g. training and testing on one split
 
     @property
     def failures(self) -> list[RunRecord]:
@@ -188,6 +213,8 @@ class CompareResult:
                           f"({c.n_bootstrap} resamples, seed {c.bootstrap_seed}) of seed-averaged per-query values"),
             "invalid_actions": "count as wrong, cost 0 J / 0 s / 0 W, earn the invalid penalty",
             "hypervolume_reference": self.pareto["reference"],
+            "hull": HULL_RULE,
+            "warnings": self.warnings,
             "elapsed_s": self.elapsed_s,
         }
 
@@ -217,20 +244,24 @@ def resolve_agent_names(agents: Sequence[str] | None, has_output_text: bool = Fa
 
 
 def run_compare(config: CompareConfig) -> CompareResult:
-    """Run every method x seed and aggregate; never raises for a failing agent."""
-    from tqdm.auto import tqdm
+    """Run every method x seed and aggregate; never raises for a failing agent.
 
+    Bad settings (seeds, bootstrap count, agent names, agent kwargs, splits, reward) raise
+    ``RoutingGymError`` before any agent trains."""
     from routing_gym.sources import resolve_tournament
 
     start = time.perf_counter()
+    config.check()
     seeds = config.seed_list
     t = resolve_tournament(config.tournament)
     names = resolve_agent_names(config.agents, has_output_text=t.output_text is not None)
-    unknown_kwargs = set(config.agent_kwargs) - set(names)
-    if unknown_kwargs:
-        raise RoutingGymError(f"agent_kwargs given for agents not in the run: {sorted(unknown_kwargs)}")
+    check_agent_kwargs(config.agent_kwargs, names)
     reward = Reward(config.reward, dict(config.coefficients), config.invalid_penalty)
     t.split_rows(config.train_split)  # fail early, naming the splits, before any agent trains
+    notes = []
+    if config.train_split == config.test_split:
+        notes.append(f"trained and tested on the same split {config.test_split!r}: every number is in-sample")
+        warnings.warn(notes[-1], stacklevel=2)
     env = RoutingEnv(
         tournament=t, split=config.test_split, reward=reward.name, coefficients=reward.coefficients,
         invalid_penalty=reward.invalid_penalty, invalid_action="penalize", order="sequential",
@@ -243,15 +274,85 @@ def run_compare(config: CompareConfig) -> CompareResult:
             runs.append(scorer.record(f"{FIXED_PREFIX}{model_id}", None, "fixed-model", np.full(len(env.rows), k),
                                       fit_s=math.nan, act_s=math.nan))  # nothing to train or time
     tasks = [(name, seed) for name in names for seed in seeds]
-    bar = tqdm(tasks, desc="compare", unit="run", disable=None if config.progress is None else not config.progress)
-    for name, seed in bar:
-        bar.set_postfix_str(f"{name} seed {seed}")
+    progress = _Progress(len(tasks), config.progress)
+    for name, seed in tasks:
+        progress.start(name, seed)
         runs.append(_run_agent(name, seed, config, t, reward, scorer))
-    bar.close()
+        progress.done(runs[-1])
+    progress.close()
 
     result = _aggregate(config, t, reward, env.rows, runs)
+    result.warnings = notes
     result.elapsed_s = time.perf_counter() - start
     return result
+
+
+def check_agent_kwargs(agent_kwargs: dict[str, dict[str, Any]], names: Sequence[str]) -> None:
+    """Every agent_kwargs entry names an agent of the run and constructs it (agents' own
+    constructors validate their values; construction is cheap, models load in ``fit``), so a
+    typo fails before any training."""
+    from routing_gym_agents import make_agent
+    from routing_gym_agents.registry import AGENTS
+
+    unknown = set(agent_kwargs) - set(names)
+    if unknown:
+        raise RoutingGymError(f"agent_kwargs given for agents not in the run: {sorted(unknown)}")
+    for name, kwargs in agent_kwargs.items():
+        try:
+            make_agent(name, **kwargs)
+        except (TypeError, ValueError, RoutingGymError) as exc:
+            cls = AGENTS[name][0]
+            raise RoutingGymError(f"agent_kwargs (--agent-kwargs) for {name!r}: {exc}; {cls.__name__} accepts: "
+                                  f"{', '.join(_constructor_keywords(cls)) or '(no arguments)'}") from None
+
+
+def _constructor_keywords(cls: type) -> list[str]:
+    """Named constructor parameters, following ``**kwargs`` up the class hierarchy."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass) or klass is object:
+            continue
+        forwards = False
+        for p in list(inspect.signature(vars(klass)["__init__"]).parameters.values())[1:]:
+            if p.kind == inspect.Parameter.VAR_KEYWORD:
+                forwards = True
+            elif p.kind != inspect.Parameter.VAR_POSITIONAL and p.name not in names:
+                names.append(p.name)
+        if not forwards:
+            break
+    return names
+
+
+class _Progress:
+    """A tqdm bar on a terminal; otherwise one line per finished run on stderr, so a log
+    file or a pipe shows how far a long comparison is. ``enabled=False`` prints nothing."""
+
+    def __init__(self, total: int, enabled: bool | None):
+        self.total, self.count, self.tic = total, 0, time.perf_counter()
+        self.enabled = enabled is not False
+        self.bar = None
+        if self.enabled and (enabled or sys.stderr.isatty()):
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc="compare", unit="run")
+
+    def start(self, name: str, seed: int) -> None:
+        self.tic = time.perf_counter()
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{name} seed {seed}")
+
+    def done(self, record: RunRecord) -> None:
+        self.count += 1
+        if self.bar is not None:
+            self.bar.update()
+        elif self.enabled:
+            status = "ok" if record.status == "ok" else f"FAILED ({record.error[:120]})"
+            print(f"compare: [{self.count}/{self.total}] {record.method} seed {record.seed}: {status} in "
+                  f"{time.perf_counter() - self.tic:.1f} s", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 class _Scorer:
@@ -269,45 +370,34 @@ class _Scorer:
         return RunRecord(method, seed, kind, "ok", metrics=metrics, per_query=per_query, **extra)
 
 
-def _coerce_actions(actions: Any, n: int) -> np.ndarray:
-    """Integer actions; a non-integer or non-finite entry becomes -1 (invalid, penalized)."""
-    arr = np.asarray(actions)
-    if arr.shape != (n,):
-        raise RoutingGymError(f"act_batch returned shape {arr.shape} for {n} queries; expected ({n},)")
-    if arr.dtype.kind in "iub":
-        return arr.astype(np.int64)
-    try:
-        values = arr.astype(np.float64)
-    except (TypeError, ValueError):
-        raise RoutingGymError(f"act_batch returned non-numeric actions (dtype {arr.dtype})") from None
-    integral = np.isfinite(values) & (values == np.round(values))
-    return np.where(integral, np.nan_to_num(values), -1).astype(np.int64)
-
-
 def _run_agent(name: str, seed: int, config: CompareConfig, t: Tournament, reward: Reward, scorer: _Scorer) -> RunRecord:
-    from routing_gym_agents import FitContext, QueryBatch, make_agent
+    from routing_gym_agents import FitContext, make_agent
     from routing_gym_agents.registry import AGENTS
 
     cls = AGENTS[name][0]
-    meta = dict(feedback=str(getattr(cls, "feedback", "")), deployable=not getattr(cls, "uses_test_outcomes", False))
+    meta = dict(feedback=str(getattr(cls, "feedback", "")), deployable=not getattr(cls, "privileged", frozenset()))
     regret: list[float] = []
 
     def log_regret(step: int, action: int, value: float, info: dict[str, Any]) -> None:
         regret.append(float(info.get("oracle_reward", math.nan)) - float(value))
 
-    ctx = FitContext(tournament=t, reward=reward, train_split=config.train_split, seed=seed,
-                     step_hooks=[log_regret], progress=False)
     fit_s = act_s = 0.0
     try:
         agent = make_agent(name, **config.agent_kwargs.get(name, {}))
+        # Privileges are granted exactly as declared, and the row is labelled by them.
+        meta["deployable"] = agent.deployable
+        ctx = FitContext(tournament=t, reward=reward, train_split=config.train_split, seed=seed,
+                         step_hooks=[log_regret], progress=False, grants=agent.privileged)
         tic = time.perf_counter()
         logs = agent.fit(ctx) or {}
         fit_s = time.perf_counter() - tic
-        batch = QueryBatch.from_rows(t, scorer.env.rows)
+        batch = ObservationBatch.from_tournament(t, scorer.env.rows, include_difficulty="difficulty" in agent.privileged)
         tic = time.perf_counter()
         raw = agent.act_batch(batch)
         act_s = time.perf_counter() - tic
-        actions = _coerce_actions(raw, len(batch))
+        actions = np.asarray(raw)
+        if actions.shape != (len(batch),):
+            raise RoutingGymError(f"act_batch returned shape {actions.shape} for {len(batch)} queries; expected ({len(batch)},)")
         curve = np.asarray(regret if regret else logs.get("regret", []), dtype=np.float64)
         return scorer.record(
             name, seed, "agent", actions, fit_s=fit_s, act_s=act_s,
@@ -342,7 +432,6 @@ def _read_overhead(agent: Any, logs: dict[str, Any], n: int) -> dict[str, float]
 
 # ---------------------------------------------------------------------- aggregation
 def _aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: np.ndarray, runs: list[RunRecord]) -> CompareResult:
-    plan = BootstrapPlan(len(test_rows), config.n_bootstrap, config.bootstrap_seed)
     methods = list(dict.fromkeys(r.method for r in runs))
     rows, per_benchmark, pooled = [], [], {}
     for method in methods:
@@ -354,11 +443,9 @@ def _aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: 
         }
         if ok:
             pooled[method] = {k: np.mean([r.per_query[k] for r in ok], axis=0) for k in PER_QUERY}
-            low, high = plan.ci(np.stack([pooled[method][_CI_METRICS[m]] for m in _CI_METRICS], axis=1), config.confidence)
-            for j, metric in enumerate(_CI_METRICS):
+            for metric in _CI_METRICS:
                 spread = seed_spread([r.metrics.scalars()[metric] for r in ok])
-                row.update({metric: spread["mean"], f"{metric}_ci_low": float(low[j]),
-                            f"{metric}_ci_high": float(high[j]), f"{metric}_seed_sd": spread["sd"]})
+                row.update({metric: spread["mean"], f"{metric}_seed_sd": spread["sd"]})
             for metric in ("selection_entropy", "top1_share", "invalid_count"):
                 row[metric] = float(np.mean([r.metrics.scalars()[metric] for r in ok]))
             selection = pd.DataFrame([r.metrics.selection for r in ok]).mean(axis=0)
@@ -377,20 +464,94 @@ def _aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: 
             row["error"] = mine[0].error
         rows.append(row)
 
+    by_method = {r["method"]: r for r in rows}
+    resampled = _resample(config, t, test_rows, pooled)
+    for method, boot in resampled["methods"].items():
+        low, high = percentile_interval(boot, config.confidence)
+        for j, metric in enumerate(_CI_METRICS):
+            by_method[method].update({f"{metric}_ci_low": float(low[j]), f"{metric}_ci_high": float(high[j])})
+    hull = _hull_gains(config, t, test_rows, by_method, resampled)
+
     pareto = _pareto(rows, t, test_rows)
+    pareto["hull"] = hull
     for r in rows:
         if r["seeds_ok"]:
             r["hypervolume"] = hypervolume([r["accuracy"]], [r["mean_energy_j"]], pareto["reference"]["energy_j"],
                                            pareto["reference"]["accuracy"], normalise=True)
-    dominance = []
-    for a in pooled:
-        for b in pooled:
-            if a != b:
-                test = paired_dominance_test(pooled[a]["correct"], pooled[a]["energy_j"], pooled[b]["correct"],
-                                             pooled[b]["energy_j"], plan=plan, confidence=config.confidence)
-                dominance.append({"a": a, "b": b, **test.to_dict()})
+    dominance = _dominance(config, t, test_rows, by_method, resampled["methods"])
     regret = _regret_curves(runs, t, reward, config.train_split)
     return CompareResult(config, t, reward, test_rows, runs, rows, per_benchmark, dominance, pareto, regret)
+
+
+_ACC, _J = list(_CI_METRICS).index("accuracy"), list(_CI_METRICS).index("mean_energy_j")
+
+
+def _resample(config: CompareConfig, t: Tournament, test_rows: np.ndarray,
+              pooled: dict[str, dict[str, np.ndarray]]) -> dict[str, Any]:
+    """Every resampled mean the run reports, from one pass over one set of resamples: per
+    method ``[B, len(_CI_METRICS)]``, and the fixed models' accuracy and joules ``[B, K]``."""
+    plan = BootstrapPlan(len(test_rows), config.n_bootstrap, config.bootstrap_seed)
+    k, width = t.n_models, len(_CI_METRICS)
+    blocks = [np.stack([pooled[m][_CI_METRICS[c]] for c in _CI_METRICS], axis=1) for m in pooled]
+    blocks += [t.correct[test_rows], t.energy_j[test_rows]]
+    boot = plan.means(np.concatenate(blocks, axis=1))
+    return {
+        "methods": {m: boot[:, i * width:(i + 1) * width] for i, m in enumerate(pooled)},
+        "fixed_accuracy": boot[:, -2 * k:-k],
+        "fixed_energy_j": boot[:, -k:],
+    }
+
+
+def _hull_gains(config: CompareConfig, t: Tournament, test_rows: np.ndarray, by_method: dict[str, dict[str, Any]],
+                resampled: dict[str, Any]) -> dict[str, Any]:
+    """The fixed-model hull on the test split, and each method's routing gain (pp) and joules
+    saved (%) with paired intervals (hull and method recomputed on the same resamples)."""
+    fixed_acc, fixed_j = t.correct[test_rows].mean(axis=0), t.energy_j[test_rows].mean(axis=0)
+    hull = fixed_hull.fixed_model_hull(fixed_j, fixed_acc)
+    boot_acc, boot_j = resampled["fixed_accuracy"], resampled["fixed_energy_j"]
+    for method, boot in resampled["methods"].items():
+        row = by_method[method]
+        acc, joules = row["accuracy"], row["mean_energy_j"]
+        values = {
+            "routing_gain_pp": (100 * fixed_hull.routing_gain(fixed_j, fixed_acc, joules, acc),
+                                100 * fixed_hull.routing_gain(boot_j, boot_acc, boot[:, _J], boot[:, _ACC]),
+                                hull.gain_position(joules)),
+            "joules_saved_pct": (100 * fixed_hull.joules_saved(fixed_j, fixed_acc, joules, acc),
+                                 100 * fixed_hull.joules_saved(boot_j, boot_acc, boot[:, _J], boot[:, _ACC]),
+                                 hull.saving_position(acc)),
+        }
+        for name, (point, boot_values, position) in values.items():
+            low, high = percentile_interval(boot_values, config.confidence)
+            row.update({name: _snap(point), f"{name}_ci_low": _snap(low), f"{name}_ci_high": _snap(high),
+                        f"{name}_vs": position})
+    return {
+        "models": [t.model_ids[i] for i in hull.vertex_index],
+        "energy_j": hull.energy_j.tolist(),
+        "accuracy": hull.accuracy.tolist(),
+        "max_fixed_energy_j": float(fixed_j.max()),
+        "rule": HULL_RULE,
+    }
+
+
+def _snap(value: float) -> float:
+    """0.0 for float dust (a hull vertex's own gain is 0 up to rounding; no '-0.0' in tables)."""
+    return 0.0 if abs(value) < 1e-9 else float(value)
+
+
+def _dominance(config: CompareConfig, t: Tournament, test_rows: np.ndarray, by_method: dict[str, dict[str, Any]],
+               resampled: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """The strict paired dominance test for every ordered pair of methods, on the shared resamples."""
+    # Float-dust tolerance per axis: about the largest per-query value of the split.
+    scale = (float(np.abs(t.correct[test_rows]).max()), float(np.abs(t.energy_j[test_rows]).max()))
+    out = []
+    for a, boot_a in resampled.items():
+        for b, boot_b in resampled.items():
+            if a != b:
+                point = lambda m: (by_method[m]["accuracy"], by_method[m]["mean_energy_j"])  # noqa: E731
+                test = dominance_from_resamples(boot_a[:, [_ACC, _J]], boot_b[:, [_ACC, _J]], point(a), point(b),
+                                                config.confidence, scale=scale)
+                out.append({"a": a, "b": b, **test.to_dict()})
+    return out
 
 
 def _pareto(rows: list[dict[str, Any]], t: Tournament, test_rows: np.ndarray) -> dict[str, Any]:
@@ -525,7 +686,8 @@ def markdown_report(result: CompareResult) -> str:
     s = result.settings()
     reward = result.reward.describe()
     overhead_cols = sorted({k for r in result.rows for k in r if k.startswith(("overhead_", "fit_overhead_"))})
-    header = ["Method", "Deployable", "Accuracy % [95% CI]", "Mean J [95% CI]", "Latency s", "Power W",
+    header = ["Method", "Deployable", "Accuracy % [95% CI]", "Mean J [95% CI]", "Routing gain pp [95% CI]",
+              "Joules saved % [95% CI]", "Latency s", "Power W",
               "Top-1 share", f"Reward {reward} [95% CI]", "Invalid"] + [c.replace("overhead_", "overhead ").replace("fit_", "fit ") for c in overhead_cols]
     lines = [
         f"# Held-out comparison on {s['tournament']['name']}",
@@ -546,6 +708,8 @@ def markdown_report(result: CompareResult) -> str:
         cells = [
             name, deployable,
             _ci(r, "accuracy", ".1f", 100.0), _ci(r, "mean_energy_j", ",.1f"),
+            _ci(r, "routing_gain_pp", "+.1f") + _outside_hull(r, "routing_gain_pp"),
+            _ci(r, "joules_saved_pct", "+.1f") + _outside_hull(r, "joules_saved_pct"),
             f"{r['mean_latency_s']:.2f}", f"{r['mean_power_w']:.0f}",
             f"{r['top1_share']:.2f} ({r['top1_model']})", _ci(r, "mean_reward", ".3f"),
             f"{r['invalid_count']:g}",
@@ -556,11 +720,15 @@ def markdown_report(result: CompareResult) -> str:
         f"Notes. Reward: mean {reward} per held-out query, the same coefficients for every row (rewards under "
         f"other coefficients are different metrics). Intervals: {s['intervals']}. Agent rows are means over "
         f"seeds (per-seed spread in summary.csv, `*_seed_sd`); 'always <model>' rows are the fixed models "
-        f"computed directly from the table. Invalid: invalid actions per evaluation pass ({s['invalid_actions']}). "
+        f"computed directly from the table. Routing gain and joules saved: against the fixed-model hull "
+        f"({s['hull']}); {_OUTSIDE_MARKS}. "
+        f"Invalid: invalid actions per evaluation pass ({s['invalid_actions']}). "
         f"Top-1 share: share of queries sent to the most used model (collapse indicator). Deployable: 'no' for "
         f"methods that read held-out outcomes (oracle, output-informed diagnostics).",
         "",
     ]
+    lines += [f"**Warning: {w}.**" for w in result.warnings] + ([""] if result.warnings else [])
+    lines += _markdown_hull(result)
     lines += _markdown_benchmarks(result)
     lines += _markdown_pareto(result)
     if result.failures:
@@ -573,6 +741,37 @@ def markdown_report(result: CompareResult) -> str:
             lines += [f"  - `{frame}`" for frame in records[0].traceback[-2:]]
         lines.append("")
     return "\n".join(lines)
+
+
+_OUTSIDE_MARK = {fixed_hull.CHEAPER_THAN_HULL: " (vs cheapest)", fixed_hull.COSTLIER_THAN_HULL: " (vs most accurate)",
+                 fixed_hull.LESS_ACCURATE_THAN_HULL: " (vs cheapest)", fixed_hull.MORE_ACCURATE_THAN_HULL: " (vs most accurate)"}
+_OUTSIDE_MARKS = ("'(vs cheapest)' / '(vs most accurate)': the method lies outside the hull's range and is compared "
+                  "with that end point of the hull")
+
+
+def _outside_hull(row: dict[str, Any], metric: str) -> str:
+    return _OUTSIDE_MARK.get(row.get(f"{metric}_vs", fixed_hull.WITHIN), "")
+
+
+def _markdown_hull(result: CompareResult) -> list[str]:
+    """The hull's vertices and which methods sit above or below it beyond query noise."""
+    hull = result.pareto.get("hull")
+    if not hull:
+        return []
+    conf = f"{result.config.confidence:.0%}"
+    vertices = " → ".join(f"{m} ({j:,.1f} J, {100 * a:.1f} %)" for m, j, a in zip(hull["models"], hull["energy_j"], hull["accuracy"]))
+    agents = [r for r in result.rows if r["seeds_ok"] and r["kind"] != "fixed-model"]
+    above = [r["method"] for r in agents if r["routing_gain_pp_ci_low"] > 0]
+    below = [r["method"] for r in agents if r["routing_gain_pp_ci_high"] < 0]
+    return [
+        "## Routing gain over the fixed-model hull", "",
+        f"Hull (random mixes of fixed models; flat beyond the most accurate one): {vertices}.", "",
+        f"- routes (gain {conf} CI above 0): {', '.join(above) or 'none'}",
+        f"- below the hull (gain {conf} CI below 0): {', '.join(below) or 'none'}",
+        f"- not distinguishable from mixing fixed models: "
+        f"{', '.join(r['method'] for r in agents if r['method'] not in above + below) or 'none'}",
+        "",
+    ]
 
 
 def _markdown_benchmarks(result: CompareResult) -> list[str]:
@@ -602,14 +801,17 @@ def _markdown_pareto(result: CompareResult) -> list[str]:
         if f"front_{label}" in p:
             lines.append(f"- {title}: hypervolume {p[f'hypervolume_{label}']:.4f}; front: {', '.join(p[f'front_{label}'])}")
     conf = f"{result.config.confidence:.0%}"
-    lines += ["", f"Paired bootstrap Pareto dominance (A dominates B in >= {conf} of query resamples; "
-              "every pair with its deltas and P in dominance.csv):", ""]
-    beaten: dict[str, list[str]] = {}
+    lines += ["", f"Paired bootstrap Pareto dominance: A dominates B when, in >= {conf} of query resamples, A is "
+              "better on one axis and not worse on the other; 'tied on' names the other axis when A is not also "
+              f"better on it at {conf} (every pair with its deltas and probabilities in dominance.csv):", ""]
+    beaten: dict[tuple[str, str], list[str]] = {}
     for d in result.dominance:
         if d["dominates"]:
-            beaten.setdefault(d["a"], []).append(d["b"])
-    for method, losers in beaten.items():
-        lines.append(f"- {method} dominates: {', '.join(losers)}")
+            beaten.setdefault((d["a"], d["tied_axis"]), []).append(d["b"])
+    tie_text = {"": "dominates on both axes", "accuracy": "dominates, tied on accuracy",
+                "energy_j": "dominates, tied on joules"}
+    for (method, tied), losers in beaten.items():
+        lines.append(f"- {method} {tie_text[tied]}: {', '.join(losers)}")
     if not beaten:
         lines.append("- no method significantly dominates another")
     return lines + [""]

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from routing_gym.envs import BatchResult
+from routing_gym.eval.scoring import BatchResult
 
 
 def selection_frequencies(actions: np.ndarray, n_models: int) -> np.ndarray:

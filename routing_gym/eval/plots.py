@@ -1,14 +1,31 @@
-"""PNG plots of a ``CompareResult`` (matplotlib with the Agg backend, imported lazily)."""
+"""PNG plots of a ``CompareResult`` (matplotlib with the Agg backend, imported lazily).
+
+This module does not import ``compare`` (``compare`` imports it to write its outputs); it
+reads a result through the ``ComparisonView`` protocol.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from routing_gym.eval.compare import CompareResult
+
+class ComparisonView(Protocol):
+    """What the plots read from a ``routing_gym.eval.compare.CompareResult``."""
+
+    rows: list[dict[str, Any]]
+    pareto: dict[str, Any]
+    regret: dict[str, dict[str, Any]]
+    tournament: Any
+    reward: Any
+    config: Any
+
+    def row(self, method: str) -> dict[str, Any]: ...
+
+    def settings(self) -> dict[str, Any]: ...
+
 
 _MARKERS = "o^sDvP*Xh<>p"
 DPI = 110
@@ -31,14 +48,14 @@ def distinct_colours(n: int) -> list[tuple[float, float, float]]:
     return [colours[i % len(colours)] for i in range(n)]
 
 
-def _agent_styles(result: CompareResult) -> dict[str, dict[str, Any]]:
+def _agent_styles(result: ComparisonView) -> dict[str, dict[str, Any]]:
     """One colour and marker per agent, the same in every plot (markers cycle too)."""
     agents = [r["method"] for r in result.rows if r["kind"] != "fixed-model"]
     colours = distinct_colours(len(agents))
     return {m: {"color": colours[i], "marker": _MARKERS[i % len(_MARKERS)]} for i, m in enumerate(agents)}
 
 
-def plot_pareto(result: CompareResult, path: str | Path) -> Path:
+def plot_pareto(result: ComparisonView, path: str | Path) -> Path:
     """Accuracy vs mean joules: every fixed model, every method with its 95 % intervals on
     both axes, and the Pareto front of deployable methods (fixed models included)."""
     plt = _pyplot()
@@ -61,6 +78,12 @@ def plot_pareto(result: CompareResult, path: str | Path) -> Path:
         label = r["method"] + ("" if r["deployable"] else " (not deployable)")
         ax.scatter(x, y, marker=style["marker"], s=70, facecolor=face, edgecolor=style["color"], linewidth=1.5,
                    zorder=4, label=label)
+    hull = result.pareto.get("hull")
+    if hull:  # vertices, then flat to the costliest fixed model (more joules buy nothing more)
+        xs = hull["energy_j"] + [max(hull["max_fixed_energy_j"], hull["energy_j"][-1])]
+        ys = [100 * a for a in hull["accuracy"] + hull["accuracy"][-1:]]
+        ax.plot(xs, ys, color="tab:blue", alpha=0.45, linewidth=2.5, zorder=1,
+                label="fixed-model hull (random mixes of fixed models)")
     front = result.pareto.get("front_deployable", [])
     if front:
         points = sorted((result.row(m)["mean_energy_j"], 100 * result.row(m)["accuracy"]) for m in front)
@@ -120,7 +143,7 @@ def _label_fixed_models(ax, fixed: list[dict[str, Any]], points: list[tuple[floa
                     fontsize=7, color="0.35")
 
 
-def plot_selection(result: CompareResult, path: str | Path) -> Path:
+def plot_selection(result: ComparisonView, path: str | Path) -> Path:
     """Stacked horizontal bars: each method's share of held-out queries per model (models
     from smallest to largest), invalid actions hatched."""
     plt = _pyplot()
@@ -151,7 +174,7 @@ def plot_selection(result: CompareResult, path: str | Path) -> Path:
     return _save(fig, path, plt)
 
 
-def plot_regret(result: CompareResult, path: str | Path) -> Path:
+def plot_regret(result: ComparisonView, path: str | Path) -> Path:
     """Online regret (oracle reward minus obtained reward) of the agents that learn online,
     against a uniformly random router: cumulative (mean over seeds, min-max band) and per
     decision over a trailing window (is the agent still improving?)."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import multiprocessing
 import os
+import sys
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,9 +133,11 @@ def grade_batch(
     math-verify times out with ``signal.alarm``, which only works in a main thread, so the
     parallel path uses processes (spawned, so no lock or thread state is inherited), never
     threads. ``processes=None`` uses every CPU; ``processes`` <= 1 grades in this process.
-    Spawned workers re-import the main module: call this from under
-    ``if __name__ == "__main__":`` in a script.
-    Results come back in input order.
+    Spawned workers re-import the main module, so a script must call it (or anything that
+    builds a real-data tournament) from under ``if __name__ == "__main__":``. When it is
+    called from a script's top-level code outside that guard, it grades in this process
+    instead and warns (``RuntimeWarning``) how to get the workers back; if the worker pool
+    breaks anyway, the remaining outputs are graded here too. Results come back in input order.
     """
     if len(outputs) != len(references):
         raise GraderInputError(f"grade_batch: {len(outputs)} outputs but {len(references)} references")
@@ -143,6 +149,17 @@ def grade_batch(
     chunks = [items[i : i + chunksize] for i in range(0, len(items), chunksize)]
     n_proc = processes if processes is not None else (os.cpu_count() or 1)
     n_proc = min(n_proc, len(chunks))
+    if n_proc > 1:
+        script = unguarded_main_script()
+        if script is not None:
+            warnings.warn(
+                f"grading {len(items)} {name} outputs in this process, not in {n_proc} workers: {script} calls "
+                f"this from top-level code outside 'if __name__ == \"__main__\":', and every worker process would "
+                f"run that script again. Move the script's code under that guard to grade in parallel.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            n_proc = 1
     from tqdm.auto import tqdm
 
     bar = tqdm(total=len(items), desc=f"grading {name}", unit="output", disable=disable_progress)
@@ -154,10 +171,60 @@ def grade_batch(
                 bar.update(len(chunk))
         else:
             ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=n_proc, mp_context=ctx) as pool:
-                for part in pool.map(_grade_chunk, [(name, c) for c in chunks]):
-                    results.extend(part)
-                    bar.update(len(part))
+            try:
+                with ProcessPoolExecutor(max_workers=n_proc, mp_context=ctx) as pool:
+                    for part in pool.map(_grade_chunk, [(name, c) for c in chunks]):
+                        results.extend(part)
+                        bar.update(len(part))
+            except BrokenProcessPool as exc:  # a worker died (killed, out of memory, failed to start)
+                warnings.warn(
+                    f"a {name} grading worker process died ({exc}); grading the remaining "
+                    f"{len(items) - len(results)} outputs in this process",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                for chunk in chunks[len(results) // chunksize :]:
+                    results.extend(_grade_chunk((name, chunk)))
+                    bar.update(len(chunk))
     finally:
         bar.close()
     return results
+
+
+def unguarded_main_script() -> str | None:
+    """The main script's path when the current call comes from its top-level code outside an
+    ``if __name__ == "__main__":`` block (spawned workers would run that code again), else None.
+
+    Reads the script with ``ast`` and checks whether the line executing in the script's
+    module frame lies inside such a block.
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path or not path.endswith(".py") or getattr(main, "__name__", "") != "__main__":
+        return None
+    spec_name = getattr(getattr(main, "__spec__", None), "name", None) or ""
+    if spec_name.endswith(".__main__"):  # `python -m package`: spawned workers do not run it again
+        return None
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_globals is main.__dict__ and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None:  # not running under the script's top-level code (a thread, an atexit hook)
+        return None
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read(), filename=path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    line = frame.f_lineno
+    for node in tree.body:
+        if isinstance(node, ast.If) and _is_main_guard(node.test) and node.lineno <= line <= (node.end_lineno or line):
+            return None
+    return path
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+    consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+    return len(names) == 1 and len(consts) == 1

@@ -53,13 +53,21 @@ _PHRASES = (
 )
 
 
+def lists_options(lines: Sequence[str], letters: str) -> bool:
+    """Whether two or more lines start with different option letters (``"A. radio tower"``,
+    ``"B. road"``): the model repeated the options, which is no answer."""
+    starts = {m.group(1) for line in lines if (m := re.match(rf"^\s*\(?([{letters}])[.)]\s+\S", line))}
+    return len(starts) >= 2
+
+
 class MultipleChoiceGrader(Grader):
     """Reads the option letter a model chose.
 
     Order: a JSON ``answer`` field; the last "answer is (B)" / "Answer: B" / "**B**" / ``\\boxed{B}``
     phrase; a last line that is just a letter (``B``, ``(B)``, ``B.``, ``**B**``); an output that
     starts with a letter (``"B. Paris"``, for prompts that ask for a single letter); a last line
-    that repeats exactly one option's text. Valid letters come from ``metadata["choices"]``
+    that repeats exactly one option's text. An output that only lists the options
+    (``"A. radio tower\\nB. road"``, seen from a real llama.cpp server) chose none. Valid letters come from ``metadata["choices"]``
     (or ``metadata["n_choices"]``), default A-D. The reference is a letter or a 0-based index.
     """
 
@@ -115,6 +123,8 @@ class MultipleChoiceGrader(Grader):
             return letter, "letter on the last line"
         if bold and len(set(bold)) == 1:
             return bold[-1], "bold letter"
+        if lists_options(lines, letters):
+            return None, "the output lists the options without choosing one"
         letter = letter_in(lines[0], letters) if lines else None
         if letter and len(lines) <= 3:
             return letter, "output starts with a letter"

@@ -76,8 +76,9 @@ def _is_placeholder(value: str) -> bool:
     return not value.strip() or re.fullmatch(r"[_.\s]+|<[^>]*>|\.\.\.", value.strip()) is not None
 
 
-def json_answer(text: str) -> str | None:
-    """The ``answer`` field of the first JSON object in ``text`` that has a real one.
+def json_answer(text: str, last: bool = False) -> str | None:
+    """The ``answer`` field of the first (``last=True``: the last) JSON object in ``text``
+    that has a real one.
 
     Objects are taken in order, as in ZeroEval's own parser. An object that ``json.loads``
     rejects (unescaped LaTeX such as ``\\sqrt`` is invalid JSON) is read with the lenient
@@ -86,6 +87,18 @@ def json_answer(text: str) -> str | None:
     back to any ``"answer":`` key outside balanced braces (e.g. a generation cut off before
     its closing brace).
     """
+    answers = _span_answers(text)
+    if answers:
+        return answers[-1] if last else answers[0]
+    fields = [value for value in json_answer_fields(text) if not _is_placeholder(value)]
+    if fields:
+        return fields[-1] if last else fields[0]
+    return None
+
+
+def _span_answers(text: str) -> list[str]:
+    """The real ``answer`` value of each balanced JSON object in ``text``, in order."""
+    answers: list[str] = []
     for span, obj in _json_spans(text):
         value: str | None = None
         if isinstance(obj, dict):
@@ -99,11 +112,8 @@ def json_answer(text: str) -> str | None:
             fields = json_answer_fields(span)
             value = fields[0] if fields else None
         if value is not None and not _is_placeholder(value):
-            return value
-    for value in json_answer_fields(text):
-        if not _is_placeholder(value):
-            return value
-    return None
+            answers.append(value)
+    return answers
 
 
 def _restore_latex_controls(value: str) -> str:

@@ -49,16 +49,40 @@ def _number_in_answer_field(value: str) -> str | None:
 
 
 LAST_LINE_MAX_CHARS = 300
+# A model that goes on to write a new prompt ("## Question: ...") answers questions of its own
+# after this point; its answer to the real question comes before.
+_INVENTED_PROMPT = re.compile(r"\n[ \t]*(?:#+[ \t]*)?(?:Question|Instruction)\b")
+
+
+def answer_part(output: str) -> str:
+    """``output`` up to the first new prompt the model writes itself, when an answer precedes it."""
+    m = _INVENTED_PROMPT.search(output)
+    if m and json_answer(output[: m.start()]) is not None:
+        return output[: m.start()]
+    return output
 
 
 class GSM8KGrader(Grader):
     """Numeric match on the final answer.
 
-    The answer is read, in order, from a JSON ``answer`` field, ``#### N``, a ``\\boxed{N}``,
+    The answer is read, in order, from the *last* JSON ``answer`` field, ``#### N``, a ``\\boxed{N}``,
     "the answer is N", and finally the last number of a short last line. An answer field
     that is an equation is read after its last ``=``, a bare arithmetic expression is evaluated. Thousands separators,
     currency signs, units, percent signs and trailing periods are ignored; simple fractions
     (``7/2``) are evaluated; numbers are compared with a relative tolerance of 1e-6.
+
+    Why the last JSON answer: in the 16-model zeroeval-math tournament 68 GSM8K outputs hold
+    two or more JSON answers and 32 of them grade differently by first or last. In 29 the
+    last one is the model's final answer (a "corrected JSON" after it rechecks its arithmetic,
+    or one JSON object per step, e.g. gsm8k/test/17, /115, /1052); in 3 the first one is
+    right: gsm8k/test/299 and /745, where Phi-3.5-mini goes on to invent and answer new
+    problems, and gsm8k/test/1008, where Yi-1.5-9B first writes the correct expression
+    ``(45 * 10) - (55 * 4)`` and then states 110 as its result: graded wrong, as it should be.
+    (ZeroEval's published rule takes the first.) In the two Phi-3.5 outputs, and two more
+    where its last answer is wrong, it goes on to write ``Question:`` / ``## Instruction``
+    prompts of its own and answers them: the output is read only up to such a new prompt
+    when an answer precedes it (5 GSM8K outputs in that tournament, all Phi-3.5-mini). ``experiments/results/grading_fixes/``
+    has the numbers.
     """
 
     name = "gsm8k"
@@ -83,7 +107,8 @@ class GSM8KGrader(Grader):
     @staticmethod
     def extract(output: str) -> tuple[str | None, str]:
         """``(number literal or None, how it was found / why not)``."""
-        field = json_answer(output)
+        output = answer_part(output)
+        field = json_answer(output, last=True)
         if field is not None:
             num = _number_in_answer_field(field)
             if num is not None:

@@ -23,12 +23,28 @@ def _is_prose(text: str) -> bool:
 _MATH_WORDS = {"pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "infty"}
 
 
+# "6√2", "√(x+1)", "√{3}": math-verify drops a bare Unicode root ("6√2" parses as 6).
+_UNICODE_ROOT = re.compile(r"√\s*(\d+(?:\.\d+)?|[A-Za-z]|\([^()]*\)|\{[^{}]*\})")
+# An answer that ends in an ellipsis is an unending list, not its last element.
+_ELLIPSIS_END = re.compile(r"(?:\.\.\.|…|\\[lc]?dots)\s*\$*\s*$")
+
+
+def normalise_unicode_math(text: str) -> str:
+    """``"4√2 + 8"`` -> ``"4\\sqrt{2} + 8"``, ``"√(x+1)"`` -> ``"\\sqrt{x+1}"`` (math-verify reads ``π`` itself)."""
+    return _UNICODE_ROOT.sub(lambda m: "\\sqrt{" + m.group(1).strip("(){}") + "}", text)
+
+
+def ends_with_ellipsis(text: str) -> bool:
+    return _ELLIPSIS_END.search(text.strip()) is not None
+
+
 def _strip_wrappers(answer: str) -> str:
     s = answer.strip()
     s = re.sub(r"^\$+|\$+$", "", s).strip()
     s = re.sub(r"^\\\(|\\\)$", "", s).strip()
     s = re.sub(r"^\\\[|\\\]$", "", s).strip()
-    s = re.sub(r"[\s.]+$", "", s)  # "12." at the end of a sentence
+    if not ends_with_ellipsis(s):  # "12." ends a sentence; "9, 18, 27, ..." must keep its "..."
+        s = re.sub(r"[\s.]+$", "", s)
     s = s.strip("\"'`").strip()  # Answer: "23"
     # "1152 cups", "12 \text{ inches}": a number followed only by unit words
     m = re.fullmatch(r"(-?[\d.,/]*\d)\s*(?:\\text\{\s*[A-Za-z ]+\}|\\(?:mbox|mathrm)\{[A-Za-z ]+\}|[A-Za-z]+(?:\s+[A-Za-z]+)*)", s)
@@ -46,7 +62,9 @@ class MathGrader(Grader):
     ``\\boxed{}`` inside it wins), the last ``\\boxed{}`` of the output, "the answer is ...".
     The candidate and the reference are each wrapped in ``$...$`` so math-verify reads them as
     LaTeX (``\\frac{1}{2}``, ``(3, \\pi/2)``, ``[2, 5)``), falling back to math-verify's own
-    extraction from the raw text. math-verify times out with ``signal.alarm``: call this grader
+    extraction from the raw text. A Unicode ``√`` is rewritten as ``\\sqrt{}`` first
+    (math-verify reads ``"6√2"`` as 6), and an answer ending in an ellipsis
+    (``"9, 18, 27, 36, ..."``) is an unending list, never equal to a reference without one. math-verify times out with ``signal.alarm``: call this grader
     from a main thread, or use :func:`routing_gym.grading.grade_batch` (worker processes).
     In any other thread it runs without math-verify's timeouts rather than raising.
     """
@@ -64,6 +82,9 @@ class MathGrader(Grader):
         gold = self._parse_reference(str(reference))
         if not gold:
             return GradeResult(False, candidate, f"math-verify could not parse the reference {reference!r}")
+        if ends_with_ellipsis(candidate) and not ends_with_ellipsis(str(reference)):
+            # math-verify reads "9, 18, 27, 36, ..." as 36
+            return GradeResult(False, candidate, f"{how}: an unending list (ends with an ellipsis), not {reference!r}")
         pred = self._parse(candidate)
         if not pred:
             return GradeResult(False, candidate, f"math-verify could not parse the answer ({how})")
@@ -95,6 +116,7 @@ class MathGrader(Grader):
         from math_verify import parse
 
         parse_t, _ = self._timeouts()
+        text = normalise_unicode_math(text)
         if _is_prose(text):
             # "The degree is 6, because ...": math-verify's own extraction reads prose quickly;
             # wrapped in $...$ it would parse every word as a product of symbols (seconds).

@@ -11,6 +11,7 @@ cache directory per name.
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from pathlib import Path
 from typing import Callable
 
@@ -22,7 +23,10 @@ DEFAULT_TOURNAMENT = "paper-pool"
 
 # name -> zero-argument builder; procedural presets register themselves here.
 TOURNAMENT_PRESETS: dict[str, Callable[[], Tournament]] = {}
-_loaded: dict[tuple[str, float], Tournament] = {}
+# Loaded directories, most recent last; bounded so a sweep over many folders does not keep
+# them all. Tournaments are frozen, so sharing one object is safe.
+_loaded: OrderedDict[tuple[str, float], Tournament] = OrderedDict()
+_LOADED_SIZE = 8
 
 # Real-data tournaments: name -> "module:function(data_dir) -> (tournament, report)".
 REAL_DATA_BUILDS = {
@@ -71,8 +75,12 @@ def resolve_tournament(spec: Tournament | str | os.PathLike) -> Tournament:
                 return TOURNAMENT_PRESETS[name]()
     if path.is_dir():
         key = (str(path.resolve()), (path / "card.json").stat().st_mtime if (path / "card.json").exists() else 0.0)
-        if key not in _loaded:
+        if key in _loaded:
+            _loaded.move_to_end(key)
+        else:
             _loaded[key] = Tournament.load(path)
+            while len(_loaded) > _LOADED_SIZE:
+                _loaded.popitem(last=False)
         return _loaded[key]
     raise UnknownNameError("tournament (neither a registered name nor a directory)", name, list_tournaments())
 

@@ -64,7 +64,6 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable
 
-import gymnasium as gym
 import numpy as np
 import pandas as pd
 
@@ -1006,13 +1005,6 @@ PRESETS: dict[str, Callable[[], ProceduralConfig]] = {
     "collapse-prone": _collapse_prone,
     "many-models": _many_models,
 }
-PROCEDURAL_ID = "RoutingGym/Procedural-v0"
-PRESET_IDS = {
-    "paper-pool": "RoutingGym/PaperPool-v0",
-    "two-model": "RoutingGym/TwoModel-v0",
-    "collapse-prone": "RoutingGym/CollapseProne-v0",
-    "many-models": "RoutingGym/ManyModels-v0",
-}
 
 
 def preset_config(name: str, **overrides: Any) -> ProceduralConfig:
@@ -1053,46 +1045,3 @@ def _register_preset(name: str) -> None:
 
 for _name in PRESETS:
     _register_preset(_name)
-
-
-# ---------------------------------------------------------------------- gymnasium
-def make_env(preset: str | None = None, **kwargs: Any) -> gym.Env:
-    """A ``RoutingEnv`` on a procedural tournament (the entry point of the gymnasium ids).
-
-    Keyword arguments that are ``RoutingEnv`` options (``split``, ``reward``, ``coefficients``,
-    ...) go to the env; the rest are ``ProceduralConfig`` knobs applied to ``preset`` (or to
-    the default config when no preset is named)::
-
-        gym.make("RoutingGym/Procedural-v0", text_signal=1.0, n_queries=500, split="test")
-        gym.make("RoutingGym/TwoModel-v0", seed=3, coefficients={"lambda_e": 0.4})
-    """
-    from routing_gym.envs.routing_env import RoutingEnv, default_config
-
-    env_options = set(default_config()) - {"tournament"}
-    if "tournament" in kwargs:
-        raise TypeError("procedural environments build their own tournament; use RoutingGym/Replay-v0 for a given one")
-    env_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in env_options}
-    if preset is not None:
-        config = preset_config(preset, **kwargs)
-    else:
-        known = {f.name for f in fields(ProceduralConfig)}
-        unknown = set(kwargs) - known
-        if unknown:
-            raise TypeError(
-                f"{PROCEDURAL_ID}: unknown option(s) {sorted(unknown)}; env options: {sorted(env_options)}; "
-                f"ProceduralConfig fields: {sorted(known)}"
-            )
-        config = ProceduralConfig(**kwargs)
-    return RoutingEnv(tournament=generate_cached(config), **env_kwargs)
-
-
-def _register_gym_ids() -> None:
-    entry_point = "routing_gym.sources.synthetic:make_env"
-    if PROCEDURAL_ID not in gym.registry:
-        gym.register(PROCEDURAL_ID, entry_point=entry_point)
-    for name, env_id in PRESET_IDS.items():
-        if env_id not in gym.registry:
-            gym.register(env_id, entry_point=entry_point, kwargs={"preset": name})
-
-
-_register_gym_ids()

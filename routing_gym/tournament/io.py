@@ -10,7 +10,9 @@ A tournament is a directory::
 
 Parquet is the default (pyarrow); JSONL is the interchange format for hand-made or exported
 data. JSON-valued columns (``metadata``, ``serving``) are stored as JSON strings in Parquet.
-Loading validates everything and names the file, row (from 1) and column of each problem.
+This module reads and writes the tables and the card; ``Tournament.load`` / ``save`` (and
+``load_tournament`` / ``save_tournament`` in ``tournament.py``) build and validate the
+Tournament on top of it, naming the file, row (from 1) and column of each problem.
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ import pyarrow.parquet as pq
 from routing_gym.errors import TournamentValidationError
 from routing_gym.tournament.card import DataCard
 from routing_gym.tournament.schema import MODEL_COLUMNS, QUERY_COLUMNS
-from routing_gym.tournament.tournament import Tournament
 
 TABLES = ("queries", "models", "outcomes")
 JSON_COLUMNS = {c.name for c in QUERY_COLUMNS + MODEL_COLUMNS if c.kind == "json"}
 
 
-def save_tournament(t: Tournament, path: str | os.PathLike, format: str = "parquet") -> Path:
+def write_tables(path: str | os.PathLike, tables: dict[str, pd.DataFrame], card: DataCard, format: str = "parquet") -> Path:
+    """Write the ``queries``, ``models`` and ``outcomes`` tables and the card into ``path``."""
     if format not in ("parquet", "jsonl"):
         raise ValueError(f"format must be 'parquet' or 'jsonl', got {format!r}")
     root = Path(path)
@@ -40,8 +42,8 @@ def save_tournament(t: Tournament, path: str | os.PathLike, format: str = "parqu
     for name in TABLES:  # never leave a stale table of the other format behind
         for ext in ("parquet", "jsonl"):
             (root / f"{name}.{ext}").unlink(missing_ok=True)
-    tables = {"queries": t.queries, "models": t.models, "outcomes": t.to_long()}
-    for name, frame in tables.items():
+    for name in TABLES:
+        frame = tables[name]
         file = root / f"{name}.{format}"
         if format == "parquet":
             frame = frame.copy()
@@ -51,12 +53,13 @@ def save_tournament(t: Tournament, path: str | os.PathLike, format: str = "parqu
             pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), file, compression="zstd")
         else:
             frame.to_json(file, orient="records", lines=True, force_ascii=False)
-    (root / "card.json").write_text(json.dumps(t.card.to_dict(), indent=2, sort_keys=True) + "\n")
-    (root / "CARD.md").write_text(t.card.to_markdown())
+    (root / "card.json").write_text(json.dumps(card.to_dict(), indent=2, sort_keys=True) + "\n")
+    (root / "CARD.md").write_text(card.to_markdown())
     return root
 
 
-def load_tournament(path: str | os.PathLike) -> Tournament:
+def read_tables(path: str | os.PathLike) -> tuple[dict[str, pd.DataFrame], dict[str, str], DataCard]:
+    """The three tables of a tournament directory, the file each came from, and its card."""
     root = Path(path)
     if not root.is_dir():
         raise FileNotFoundError(f"tournament directory {root} does not exist")
@@ -70,7 +73,7 @@ def load_tournament(path: str | os.PathLike) -> Tournament:
     frames, files = {}, {}
     for name in TABLES:
         frames[name], files[name] = _read_table(root, name)
-    return Tournament.from_records(frames["queries"], frames["models"], frames["outcomes"], card, source=str(root), files=files)
+    return frames, files, card
 
 
 def _read_table(root: Path, name: str) -> tuple[pd.DataFrame, str]:

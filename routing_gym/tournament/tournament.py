@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
@@ -23,6 +24,7 @@ import pandas as pd
 
 from routing_gym.errors import EmptySplitError, TournamentValidationError, UnknownNameError
 from routing_gym.tournament.card import DataCard
+from routing_gym.tournament.io import read_tables, write_tables
 from routing_gym.tournament.schema import (
     ENERGY_PROVENANCES,
     METRIC_ARRAYS,
@@ -36,6 +38,8 @@ from routing_gym.tournament.schema import (
 PAPER_SPLIT = {"train": 2050, "test": 913}
 
 Problem = tuple[str, "int | None", "str | None", str]
+ROW_PROBLEM_LIMIT = 20  # rows listed per kind of problem before a total
+MISSING_PAIR_EXAMPLES = 5
 
 
 class Outcomes(NamedTuple):
@@ -66,14 +70,25 @@ class Tournament:
     source: str = field(default="<memory>", compare=False)
 
     def __post_init__(self) -> None:
-        self.queries = _normalise_table(self.queries, QUERY_COLUMNS, f"{self.source} (queries)")
-        self.models = _normalise_table(self.models, MODEL_COLUMNS, f"{self.source} (models)")
+        self.queries, query_problems = _normalise_table(self.queries, QUERY_COLUMNS, f"{self.source} (queries)")
+        self.models, model_problems = _normalise_table(self.models, MODEL_COLUMNS, f"{self.source} (models)")
+        if query_problems or model_problems:
+            raise TournamentValidationError(query_problems + model_problems)
         for name in METRIC_ARRAYS:
             setattr(self, name, np.asarray(getattr(self, name), dtype=np.float64))
         problems = _validate(self)
         if problems:
             raise TournamentValidationError(problems)
         self._benchmark_codes: np.ndarray | None = None
+        # Frozen: one tournament is shared by every env, agent and cache that resolves it, so an
+        # in-place edit would silently change all of them. Methods return new tournaments.
+        for name in (*METRIC_ARRAYS, "output_text"):
+            array = getattr(self, name, None)
+            if isinstance(array, np.ndarray):
+                if array.flags.writeable:
+                    array = array.copy() if array.base is not None else array
+                array.setflags(write=False)
+                setattr(self, name, array)
 
     # ------------------------------------------------------------------ shape and lookup
     @property
@@ -100,8 +115,26 @@ class Tournament:
     @property
     def benchmark_codes(self) -> np.ndarray:
         if self._benchmark_codes is None:
-            self._benchmark_codes = pd.Index(self.benchmarks).get_indexer(self.queries["benchmark"]).astype(np.int64)
+            codes = pd.Index(self.benchmarks).get_indexer(self.queries["benchmark"]).astype(np.int64)
+            codes.setflags(write=False)
+            self._benchmark_codes = codes
         return self._benchmark_codes
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the content (ids, prompts, benchmarks, every outcome array): the key of
+        caches that must never confuse two tournaments sharing a name (or a Python id)."""
+        if getattr(self, "_fingerprint", None) is None:
+            import hashlib
+
+            h = hashlib.sha1(self.card.name.encode())
+            for column in ("query_id", "benchmark", "prompt"):
+                h.update("\x1e".join(self.queries[column].astype(str)).encode())
+            h.update("\x1e".join(self.model_ids).encode())
+            for name in METRIC_ARRAYS:
+                h.update(np.ascontiguousarray(getattr(self, name)).tobytes())
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
 
     @property
     def has_difficulty(self) -> bool:
@@ -253,10 +286,12 @@ class Tournament:
         """
         files = files or {t: f"{source} ({t})" for t in ("queries", "models", "outcomes")}
         card = card if isinstance(card, DataCard) else DataCard.from_dict(card, source=f"{source} (card)")
-        queries = _normalise_table(pd.DataFrame(queries), QUERY_COLUMNS, files["queries"])
-        models = _normalise_table(pd.DataFrame(models), MODEL_COLUMNS, files["models"])
-        outcomes = _normalise_table(pd.DataFrame(outcomes), OUTCOME_COLUMNS, files["outcomes"])
-        problems = _unique_ids(queries, "query_id", files["queries"]) + _unique_ids(models, "model_id", files["models"])
+        queries, problems = _normalise_table(pd.DataFrame(queries), QUERY_COLUMNS, files["queries"])
+        models, model_problems = _normalise_table(pd.DataFrame(models), MODEL_COLUMNS, files["models"])
+        outcomes, outcome_problems = _normalise_table(pd.DataFrame(outcomes), OUTCOME_COLUMNS, files["outcomes"])
+        problems += model_problems + outcome_problems
+        problems += _empty_tables(queries, models, files["queries"], files["models"])
+        problems += _unique_ids(queries, "query_id", files["queries"]) + _unique_ids(models, "model_id", files["models"])
         if problems:
             raise TournamentValidationError(problems)
 
@@ -279,13 +314,18 @@ class Tournament:
                  f"also at row(s) {rows.tolist()}")
             )
         missing = np.flatnonzero(counts == 0)
-        for cell in missing[:20]:
+        if len(missing):
+            # One problem for all missing pairs: one line each would push every other problem
+            # out of the report, and the count in the header would count lines, not pairs.
+            examples = ", ".join(
+                f"({queries['query_id'].iloc[cell // k]!r}, {models['model_id'].iloc[cell % k]!r})"
+                for cell in missing[:MISSING_PAIR_EXAMPLES]
+            )
+            more = f" and {len(missing) - MISSING_PAIR_EXAMPLES:,} more" if len(missing) > MISSING_PAIR_EXAMPLES else ""
             problems.append(
                 (files["outcomes"], None, None,
-                 f"missing pair (query {queries['query_id'].iloc[cell // k]!r}, model {models['model_id'].iloc[cell % k]!r})")
+                 f"{len(missing):,} of {n * k:,} (query, model) pairs are missing: {examples}{more}")
             )
-        if len(missing) > 20:
-            problems.append((files["outcomes"], None, None, f"{len(missing)} (query, model) pairs are missing in all"))
         problems += _check_values(outcomes, files["outcomes"], row_of=lambda i: int(i) + 1)
         problems += _check_tables(queries, models, files["queries"], files["models"])
         if problems:
@@ -299,15 +339,24 @@ class Tournament:
         return cls(queries=queries, models=models, card=card, output_text=text, source=source, **arrays)
 
     def save(self, path: str | os.PathLike, format: str = "parquet") -> None:
-        from routing_gym.tournament.io import save_tournament
-
         save_tournament(self, path, format=format)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Tournament:
-        from routing_gym.tournament.io import load_tournament
-
         return load_tournament(path)
+
+
+def save_tournament(t: Tournament, path: str | os.PathLike, format: str = "parquet") -> Path:
+    """Write ``t`` as a tournament directory (``routing_gym.tournament.io`` describes it)."""
+    return write_tables(path, {"queries": t.queries, "models": t.models, "outcomes": t.to_long()}, t.card, format)
+
+
+def load_tournament(path: str | os.PathLike) -> Tournament:
+    """Read and validate a tournament directory."""
+    frames, files, card = read_tables(path)
+    return Tournament.from_records(
+        frames["queries"], frames["models"], frames["outcomes"], card, source=str(Path(path)), files=files
+    )
 
 
 # ---------------------------------------------------------------------- helpers
@@ -318,20 +367,32 @@ def _largest_remainder(quotas: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _normalise_table(frame: pd.DataFrame, columns: tuple[Column, ...], where: str) -> pd.DataFrame:
-    """Check required columns exist and fill optional ones with typed defaults."""
+def _normalise_table(frame: pd.DataFrame, columns: tuple[Column, ...], where: str) -> tuple[pd.DataFrame, list[Problem]]:
+    """Check required columns exist and fill optional ones with typed defaults.
+
+    Returns the table and its problems: values of a number column that are not numbers
+    (``"yes"`` in ``correct``). Null text becomes ``""``, which the id and benchmark checks
+    report as empty.
+    """
     frame = frame.reset_index(drop=True).copy()
     missing = [c.name for c in columns if c.required and c.name not in frame.columns]
     if missing:
         raise TournamentValidationError(
             [(where, None, name, "required column is missing") for name in missing]
         )
+    problems: list[Problem] = []
     for column in columns:
         if column.name in frame.columns:
             if column.kind == "str" and column.name != "output_text":
                 frame[column.name] = frame[column.name].fillna("").astype(str)
             elif column.kind == "float":
-                frame[column.name] = pd.to_numeric(frame[column.name], errors="coerce").astype(np.float64)
+                raw = frame[column.name]
+                numeric = pd.to_numeric(raw, errors="coerce")
+                if raw.dtype == object:  # only text can hold a non-number ("yes", "0.5x")
+                    blank = raw.isna() | raw.astype(str).str.strip().str.lower().isin(["", "nan", "none", "null"])
+                    problems += _first_rows(where, column.name, (numeric.isna() & ~blank).to_numpy(),
+                                            lambda row, raw=raw: f"{raw.iloc[row]!r} is not a number")
+                frame[column.name] = numeric.astype(np.float64)
             elif column.kind == "bool":
                 frame[column.name] = frame[column.name].fillna(False).astype(bool)
             elif column.kind == "json":
@@ -341,7 +402,23 @@ def _normalise_table(frame: pd.DataFrame, columns: tuple[Column, ...], where: st
             continue
         default = {"str": "", "float": np.nan, "bool": False}.get(column.kind)
         frame[column.name] = [{} for _ in range(len(frame))] if column.kind == "json" else default
-    return frame
+    return frame, problems
+
+
+def _first_rows(where: str, column: str, bad: np.ndarray, message) -> list[Problem]:
+    """A problem for each of the first ``ROW_PROBLEM_LIMIT`` bad rows, then one with the total."""
+    rows = np.flatnonzero(bad)
+    problems: list[Problem] = [(where, int(row) + 1, column, message(int(row))) for row in rows[:ROW_PROBLEM_LIMIT]]
+    if len(rows) > ROW_PROBLEM_LIMIT:
+        problems.append((where, None, column, f"{len(rows):,} rows in all have this problem"))
+    return problems
+
+
+def _empty_tables(queries: pd.DataFrame, models: pd.DataFrame, queries_file: str, models_file: str) -> list[Problem]:
+    empty = [(file, f"has no {what}: a tournament needs at least one question and one model")
+             for frame, file, what in ((queries, queries_file, "questions"), (models, models_file, "models"))
+             if len(frame) == 0]
+    return [(file, None, None, message) for file, message in empty]
 
 
 def _unique_ids(frame: pd.DataFrame, column: str, where: str) -> list[Problem]:
@@ -376,7 +453,8 @@ def _check_values(table: pd.DataFrame | dict[str, np.ndarray], where: str, row_o
 
 
 def _validate(t: Tournament) -> list[Problem]:
-    problems = _unique_ids(t.queries, "query_id", f"{t.source} (queries)")
+    problems = _empty_tables(t.queries, t.models, f"{t.source} (queries)", f"{t.source} (models)")
+    problems += _unique_ids(t.queries, "query_id", f"{t.source} (queries)")
     problems += _unique_ids(t.models, "model_id", f"{t.source} (models)")
     shape = (t.n_queries, t.n_models)
     for name in METRIC_ARRAYS:
@@ -407,6 +485,9 @@ def _check_tables(queries: pd.DataFrame, models: pd.DataFrame, queries_file: str
             (models_file, int(row) + 1, "energy_provenance",
              f"{models['energy_provenance'].iloc[row]!r} is not one of {', '.join(ENERGY_PROVENANCES)}")
         )
+    # _normalise_table turned a null benchmark into "": it must not become a benchmark named "".
+    problems += _first_rows(queries_file, "benchmark", (queries["benchmark"] == "").to_numpy(),
+                            lambda row: "empty or null benchmark")
     difficulty = queries["difficulty"].to_numpy(dtype=float)
     for row in np.flatnonzero(np.isfinite(difficulty) & ((difficulty < 0) | (difficulty > 1)))[:20]:
         problems.append((queries_file, int(row) + 1, "difficulty", f"{difficulty[row]} is outside [0, 1]"))
