@@ -1,20 +1,27 @@
-"""Does the energy model change the picture? Per-model joules under batched vs batch-1 energy.
+"""Does the energy model change the picture? Per-model joules and routing gain, batched vs batch 1.
 
-    OMP_NUM_THREADS=1 python experiments/energy_model_study.py --out experiments/results/energy_models
+    OMP_NUM_THREADS=1 python experiments/energy_model_study.py --seeds 2 --out experiments/results/energy_models
 
 Builds (once, cached under their own names) ``zeroeval-math`` / ``zeroeval-math-batch1`` and
 ``llmrouter`` / ``llmrouter-batch1``: the same outcomes and token counts, energy *derived*
 under the ``batched`` and ``batch1`` energy models (``routing_gym/sources/energy_model.py``).
-Writes ``per_model_joules.csv`` and prints a Markdown table: per model, accuracy, mean output
-tokens, mean joules per query under each model, their ratio, an HBM-bandwidth floor for batch 1
-(bf16 weights read once per output token at the model's batch-1 board power: a lower bound,
-also derived), and the reference paper's published per-model figures where the same
-architecture appears (:data:`PAPER_ANCHORS`).
+
+1. ``per_model_joules.csv`` and a Markdown table: per model, accuracy, mean output tokens, mean
+   joules per query under each model, their ratio, an HBM-bandwidth floor for batch 1 (bf16
+   weights read once per output token at the model's batch-1 board power: a lower bound, also
+   derived), and the reference paper's published per-model figures where the same
+   architecture appears (:data:`PAPER_ANCHORS`).
+2. ``routing-gym compare`` (default agents, ``--seeds`` seeds) on all four tournaments, each in
+   ``compare/<tournament>/``, and ``routing_gain.csv`` / a Markdown table: per method, the routing
+   gain over the fixed-model hull (pp, with its bootstrap interval) under each energy model, and
+   whether it changes sign: ``point`` when the point estimates have opposite signs,
+   ``significant`` when the intervals lie on opposite sides of 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 import numpy as np
@@ -78,16 +85,69 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def routing_gains(name: str, seeds: int, out: Path) -> pd.DataFrame:
+    """``compare`` on one tournament (outputs kept in ``out/compare/<name>``); one row per method."""
+    from routing_gym.eval.compare import CompareConfig, run_compare, write_outputs
+
+    start = time.monotonic()
+    result = run_compare(CompareConfig(tournament=name, seeds=seeds, progress=False))
+    write_outputs(result, out / "compare" / name, plots=False)
+    print(f"compare on {name}: {time.monotonic() - start:.0f} s", flush=True)
+    keep = ["method", "kind", "accuracy", "mean_energy_j", "routing_gain_pp", "routing_gain_pp_ci_low",
+            "routing_gain_pp_ci_high", "routing_gain_pp_vs", "joules_saved_pct"]
+    rows = pd.DataFrame([{k: r.get(k) for k in keep} for r in result.rows])
+    rows.insert(0, "tournament", name)
+    return rows
+
+
+def sign_change(a: pd.Series, b: pd.Series) -> str:
+    """``significant`` (intervals on opposite sides of 0), ``point`` (point estimates only), or ''."""
+    if (a.routing_gain_pp_ci_low > 0 and b.routing_gain_pp_ci_high < 0) or \
+            (a.routing_gain_pp_ci_high < 0 and b.routing_gain_pp_ci_low > 0):
+        return "significant"
+    return "point" if a.routing_gain_pp * b.routing_gain_pp < 0 else ""
+
+
+def gain_markdown(gains: pd.DataFrame) -> str:
+    def cell(r: pd.Series) -> str:
+        outside = "" if r.routing_gain_pp_vs == "within" else "*"
+        return f"{r.routing_gain_pp:+.1f} [{r.routing_gain_pp_ci_low:+.1f}, {r.routing_gain_pp_ci_high:+.1f}]{outside}"
+
+    head, rule = ["method"], ["---"]
+    for base, variant in PAIRS.items():
+        head += [f"{base} batched", f"{base} batch-1", "sign change"]
+        rule += ["---:", "---:", "---"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(rule) + "|"]
+    by = gains.set_index(["tournament", "method"])
+    methods = [m for m in dict.fromkeys(gains["method"]) if not m.startswith("always ")]
+    for method in methods:
+        cells = [method]
+        for base, variant in PAIRS.items():
+            if (base, method) in by.index and (variant, method) in by.index:
+                a, b = by.loc[(base, method)], by.loc[(variant, method)]
+                cells += [cell(a), cell(b), sign_change(a, b)]
+            else:
+                cells += ["", "", ""]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="experiments/results/energy_models")
     parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--seeds", type=int, default=2, help="seeds per agent in compare")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     table = pd.concat([per_model_table(a, b, args.data_dir) for a, b in PAIRS.items()], ignore_index=True)
     table.to_csv(out / "per_model_joules.csv", index=False, float_format="%.4g")
     print(markdown(table))
+    gains = pd.concat([routing_gains(name, args.seeds, out) for pair in PAIRS.items() for name in pair],
+                      ignore_index=True)
+    gains.to_csv(out / "routing_gain.csv", index=False, float_format="%.4g")
+    print("\nrouting gain over the fixed-model hull, pp [95% CI] (* outside the hull's range: nearest end point)")
+    print(gain_markdown(gains))
     return 0
 
 
