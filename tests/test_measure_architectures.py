@@ -14,7 +14,7 @@ import pytest
 
 from routing_gym.collect.replay import PowerTrace, ReplayMeter
 from routing_gym.sources.energy_model import derive_energy_profiles
-from routing_gym.sources.zeroeval import build_zeroeval_tournament
+from routing_gym.sources.zeroeval import OPEN_MODELS, build_zeroeval_tournament
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "measure_architectures.py"
 POOL = ["gemma-2-2b-it", "Phi-3.5-mini-instruct", "Meta-Llama-3.1-8B-Instruct", "Yi-1.5-9B-Chat"]
@@ -104,7 +104,7 @@ def test_script_end_to_end_writes_a_table_and_a_law_the_builder_uses(small_tourn
     assert done.returncode == 0, done.stderr
     law = json.loads((out / "energy_law.json").read_text())
     assert law["meter"] == "replay" and set(law["architectures"]) == {"gemma-2-2b", "llama-3.1-8b"}
-    profiles, info = derive_energy_profiles(f"measured-arch:{out / 'calibration.csv'}", POOL)
+    profiles, info = derive_energy_profiles(f"measured-arch:{out / 'calibration.csv'}", POOL, specs=OPEN_MODELS)
     assert info["provenance"] == "synthetic"
     assert profiles["gemma-2-2b-it"].method == "measured-architecture"
     assert profiles["gemma-2-2b-it"].joules_per_output_token == pytest.approx(

@@ -2,11 +2,11 @@
 
 A derived tournament (``zeroeval-math``, ``llmrouter``) prices every logged answer as
 ``output_tokens x J per output token + input_tokens x prefill J per input token`` with one
-:class:`~routing_gym.sources.zeroeval.EnergyProfile` per model. The *energy model* says where
+:class:`EnergyProfile` per model. The *energy model* says where
 those coefficients come from; ``routing-gym data build ... --energy-model NAME`` picks it:
 
 ``batched`` (default)
-    ML.ENERGY v2's H100 figures at max batch size 128 (:func:`~routing_gym.sources.zeroeval.energy_profiles`).
+    ML.ENERGY v2's H100 figures at max batch size 128 (:func:`batched_profiles`).
     A request's share of a busy vLLM server: a few watts per request.
 ``batch1``
     One request at a time on the model's own GPUs, as the reference paper measured (Ollama,
@@ -34,15 +34,19 @@ those coefficients come from; ``routing-gym data build ... --energy-model NAME``
     the table's meter was the replay meter.
 
 Every energy model returns the profiles and an ``info`` dict whose ``card_notes``,
-``hardware``, ``description`` and ``provenance`` the builders copy into the data card.
+``hardware``, ``description`` and ``provenance`` the builders copy into the data card. The
+ML.ENERGY readers, the H100 prefill law, :class:`ModelSpec` and :class:`EnergyProfile` live here
+too, below the builders that import them (``zeroeval``, ``llmrouter``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,24 +54,199 @@ import numpy as np
 import pandas as pd
 
 from routing_gym.errors import RoutingGymError
-from routing_gym.sources.zeroeval import (
-    BATCH_SIZE,
-    GPU,
-    H100_PEAK_FLOPS,
-    H100_POWER_W,
-    JOULES_PER_FLOP,
-    MLENERGY_PARAMS_B,
-    OPEN_MODELS,
-    PREFILL_MFU,
-    EnergyProfile,
-    ModelSpec,
-    PowerLawFit,
-    _gpus_for,
-    energy_profiles,
-    fit_power_law,
-    load_mlenergy,
-    select_batch_size,
-)
+from routing_gym.paths import data_dir as resolve_data_dir
+
+MLENERGY_SOURCE = "ml-energy/leaderboard-v2 @ 4e4fca8d, data/llm_text_generation/chat/H100 80GB HBM3 (Apache-2.0)"
+
+GPU = "H100 80GB HBM3"
+BATCH_SIZE = 128
+# Prefill energy model: H100 SXM board power / (model FLOP utilisation * dense BF16 peak).
+H100_POWER_W = 700.0
+H100_PEAK_FLOPS = 989.4e12
+PREFILL_MFU = 0.5
+JOULES_PER_FLOP = H100_POWER_W / (PREFILL_MFU * H100_PEAK_FLOPS)
+GPU_MEMORY_GB = 80.0
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """An open-weight model of a real-data pool (parameters from its Hugging Face card)."""
+
+    hf_id: str
+    family: str
+    params_b: float
+    active_params_b: float | None = None  # mixture-of-experts: parameters used per token
+    mlenergy_id: str | None = None  # the same model measured by ML.ENERGY v2, if any
+    files: dict[str, str] = field(default_factory=dict)  # ZeroEval directory -> file stem, when not the model id
+
+    @property
+    def active_b(self) -> float:
+        return self.active_params_b or self.params_b
+
+
+# Parameters (billions) of the ML.ENERGY H100 chat models, from their model cards; its
+# models.json rounds them to integers.
+MLENERGY_PARAMS_B = {
+    "google/gemma-2-2b-it": 2.61, "google/gemma-2-9b-it": 9.24, "google/gemma-2-27b-it": 27.2,
+    "meta-llama/Meta-Llama-3.1-8B-Instruct": 8.03, "meta-llama/Meta-Llama-3.1-70B-Instruct": 70.6,
+    "meta-llama/Meta-Llama-3.1-405B-Instruct": 405.9, "microsoft/Phi-3-mini-4k-instruct": 3.82,
+    "microsoft/Phi-3-small-8k-instruct": 7.39, "microsoft/Phi-3-medium-4k-instruct": 14.0,
+    "mistralai/Mistral-7B-Instruct-v0.3": 7.25, "mistralai/Mistral-Nemo-Instruct-2407": 12.2,
+    "mistralai/Mistral-Large-Instruct-2407": 122.6, "mistralai/Mixtral-8x7B-Instruct-v0.1": 46.7,
+    "mistralai/Mixtral-8x22B-Instruct-v0.1": 140.6,
+}
+
+
+def data_root(data_dir: str | os.PathLike | None) -> Path:
+    """The data directory (``--data-dir`` or ``ROUTING_GYM_DATA_DIR``), required."""
+    root = resolve_data_dir(data_dir)
+    assert root is not None
+    return root
+
+
+
+@dataclass(frozen=True)
+class EnergyProfile:
+    """Per-token energy and time of one model on one H100 node (see the module docstring)."""
+
+    joules_per_output_token: float
+    seconds_per_output_token: float
+    prefill_joules_per_input_token: float
+    prefill_seconds_per_input_token: float
+    n_gpus: int
+    method: str  # "measured-same-model" or "power-law-fit"
+    source: str  # human-readable provenance, stored as the model's energy_source
+
+    def energy_j(self, input_tokens: np.ndarray, output_tokens: np.ndarray) -> np.ndarray:
+        return output_tokens * self.joules_per_output_token + input_tokens * self.prefill_joules_per_input_token
+
+    def latency_s(self, input_tokens: np.ndarray, output_tokens: np.ndarray) -> np.ndarray:
+        return output_tokens * self.seconds_per_output_token + input_tokens * self.prefill_seconds_per_input_token
+
+
+MLENERGY_FIELDS = ("Energy/req (J)", "Avg Output Tokens", "Avg TPOT (s)", "Avg BS (reqs)", "Token tput (tok/s)")
+
+
+def load_mlenergy(data_dir: str | os.PathLike | None = None, task: str = "chat", gpu: str = GPU) -> pd.DataFrame:
+    """Every ML.ENERGY v2 run of ``task`` on ``gpu``: one row per model x configuration."""
+    root = data_root(data_dir) / "energy" / "mlenergy_v2" / "data" / "llm_text_generation" / task / gpu
+    if not root.is_dir():
+        raise RoutingGymError(f"{root}: missing (expected ML.ENERGY v2 measurements in the data directory)")
+    rows = []
+    for path in sorted(root.glob("*/*/bs*+tp*+pp*.json")):
+        m = re.fullmatch(r"bs(\d+)\+tp(\d+)\+pp(\d+)\.json", path.name)
+        if not m:
+            continue
+        try:
+            rec = json.loads(path.read_text(encoding="utf-8"))
+            energy, tokens, tpot, avg_batch, throughput = (float(rec[k]) for k in MLENERGY_FIELDS)
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise RoutingGymError(f"{path}: not an ML.ENERGY result with {', '.join(MLENERGY_FIELDS)} "
+                                  f"({type(exc).__name__}: {exc})") from None
+        if not (energy > 0 and tokens > 0 and tpot > 0):
+            raise RoutingGymError(f"{path}: non-positive energy, token count or TPOT")
+        model = f"{path.parent.parent.name}/{path.parent.name}"
+        bs, tp, pp = (int(g) for g in m.groups())
+        rows.append({"model": model, "batch_size": bs, "tp": tp, "pp": pp, "n_gpus": tp * pp,
+                     "joules_per_token": energy / tokens, "tpot_s": tpot, "avg_batch": avg_batch,
+                     "tokens_per_s": throughput, "file": str(path.relative_to(data_root(data_dir)))})
+    if not rows:
+        raise RoutingGymError(f"{root}: no bs*+tp*+pp*.json measurement files")
+    return pd.DataFrame(rows)
+
+
+def select_batch_size(runs: pd.DataFrame, batch_size: int = BATCH_SIZE) -> pd.DataFrame:
+    """One run per model: max batch size ``batch_size``, else the next larger one measured."""
+    chosen = []
+    for model, group in runs.groupby("model"):
+        at_least = group[group["batch_size"] >= batch_size]
+        pick = at_least.nsmallest(1, "batch_size") if len(at_least) else group.nlargest(1, "batch_size")
+        chosen.append(pick)
+    return pd.concat(chosen, ignore_index=True)
+
+
+@dataclass(frozen=True)
+class PowerLawFit:
+    """``y = a * N^b`` fitted by least squares on ``log y = log a + b log N``."""
+
+    a: float
+    b: float
+    r2: float
+    n: int
+
+    def __call__(self, params_b: float) -> float:
+        return self.a * params_b**self.b
+
+    def describe(self, unit: str) -> str:
+        return f"{self.a:.4g} * N^{self.b:.3f} {unit} (N = params in billions; R^2 = {self.r2:.3f} over {self.n} models)"
+
+
+def fit_power_law(params_b: Sequence[float], values: Sequence[float]) -> PowerLawFit:
+    from scipy.stats import linregress
+
+    res = linregress(np.log(np.asarray(params_b, float)), np.log(np.asarray(values, float)))
+    return PowerLawFit(a=float(np.exp(res.intercept)), b=float(res.slope), r2=float(res.rvalue**2), n=len(params_b))
+
+
+def gpus_for(params_b: float) -> int:
+    # the smallest power of two of 80 GB GPUs that holds the BF16 weights with 25 % headroom
+    need = 2.0 * params_b * 1.25 / GPU_MEMORY_GB
+    return int(2 ** max(0, math.ceil(math.log2(max(need, 1.0)))))
+
+
+def batched_profiles(model_ids: Sequence[str], data_dir: str | os.PathLike | None,
+                     specs: dict[str, ModelSpec]) -> tuple[dict[str, EnergyProfile], dict[str, Any]]:
+    """The ``batched`` energy model: every model's profile, and the fits and runs used (for the card)."""
+    runs = select_batch_size(load_mlenergy(data_dir))
+    runs["params_b"] = [MLENERGY_PARAMS_B.get(m, np.nan) for m in runs["model"]]
+    if runs["params_b"].isna().any():
+        unknown = runs.loc[runs["params_b"].isna(), "model"].tolist()
+        raise RoutingGymError(f"ML.ENERGY models without a parameter count in MLENERGY_PARAMS_B: {unknown}")
+    # the fits use the chat runs only; a model measured only on the code task (codegemma) is
+    # looked up there, same GPU and batch-size rule
+    j_fit = fit_power_law(runs["params_b"], runs["joules_per_token"])
+    t_fit = fit_power_law(runs["params_b"], runs["tpot_s"])
+    wanted = {specs[m].mlenergy_id for m in model_ids if m in specs and specs[m].mlenergy_id}
+    by_model = runs.set_index("model")
+    if wanted - set(by_model.index):
+        code = select_batch_size(load_mlenergy(data_dir, task="code")).set_index("model")
+        by_model = pd.concat([by_model, code.loc[sorted((wanted - set(by_model.index)) & set(code.index))]])
+    profiles = {}
+    for mid in model_ids:
+        if mid not in specs:
+            raise RoutingGymError(f"model {mid!r} is not an open-weight model with a known parameter count "
+                                  f"(routing_gym.sources.zeroeval.OPEN_MODELS); its energy cannot be derived")
+        spec = specs[mid]
+        prefill_j = 2 * spec.active_b * 1e9 * JOULES_PER_FLOP
+        if spec.mlenergy_id and spec.mlenergy_id in by_model.index:
+            run = by_model.loc[spec.mlenergy_id]
+            n_gpus = int(run["n_gpus"])
+            profiles[mid] = EnergyProfile(
+                float(run["joules_per_token"]), float(run["tpot_s"]), prefill_j,
+                2 * spec.active_b * 1e9 / (PREFILL_MFU * H100_PEAK_FLOPS * n_gpus), n_gpus, "measured-same-model",
+                f"derived from ML.ENERGY v2 measurement of {spec.mlenergy_id} on {GPU} "
+                f"({Path(run['file']).parts[-5]}, {Path(run['file']).name}): {run['joules_per_token']:.4f} J and "
+                f"{run['tpot_s'] * 1e3:.1f} ms "
+                f"per output token; prefill 2*N FLOPs at {JOULES_PER_FLOP:.3g} J/FLOP",
+            )
+        else:
+            n_gpus = gpus_for(spec.params_b)
+            profiles[mid] = EnergyProfile(
+                j_fit(spec.params_b), t_fit(spec.params_b), prefill_j,
+                2 * spec.active_b * 1e9 / (PREFILL_MFU * H100_PEAK_FLOPS * n_gpus), n_gpus, "power-law-fit",
+                f"derived: not measured by ML.ENERGY; power-law fit in parameter count over {j_fit.n} measured "
+                f"{GPU} chat models at N = {spec.params_b:g} B: {j_fit(spec.params_b):.4f} J and "
+                f"{t_fit(spec.params_b) * 1e3:.1f} ms per output token; prefill 2*N FLOPs at {JOULES_PER_FLOP:.3g} J/FLOP",
+            )
+    info = {
+        "gpu": GPU, "batch_size_rule": f"max batch size {BATCH_SIZE} (next larger when not measured)",
+        "joules_per_token_fit": j_fit.describe("J/token"), "tpot_fit": t_fit.describe("s/token"),
+        "prefill": f"2 * active params FLOPs per input token at {JOULES_PER_FLOP:.4g} J/FLOP "
+                   f"({H100_POWER_W:g} W / ({PREFILL_MFU:g} * {H100_PEAK_FLOPS / 1e12:g} TFLOP/s))",
+        "runs": runs[["model", "batch_size", "n_gpus", "joules_per_token", "tpot_s", "params_b", "file"]].to_dict("records"),
+    }
+    return profiles, info
+
 
 ENERGY_MODELS = ("batched", "batch1", "measured-arch:<table>")
 DEFAULT_ENERGY_MODEL = "batched"
@@ -127,17 +306,20 @@ def derive_energy_profiles(
     energy_model: str,
     model_ids: Sequence[str],
     data_dir: str | os.PathLike | None = None,
-    specs: dict[str, ModelSpec] | None = None,
+    *,
+    specs: dict[str, ModelSpec],
 ) -> tuple[dict[str, EnergyProfile], dict[str, Any]]:
-    """Every model's energy profile under ``energy_model``, and what the data card says about it."""
+    """Every model's energy profile under ``energy_model``, and what the data card says about it.
+
+    ``specs``: the pool's open-weight models (``zeroeval.OPEN_MODELS``, ``llmrouter.LLMROUTER_MODELS``).
+    """
     choice = parse_energy_model(energy_model)
-    specs = specs or OPEN_MODELS
     unknown = [m for m in model_ids if m not in specs]
     if unknown:
         raise RoutingGymError(f"models {unknown} are not open-weight models with a known parameter count "
                               f"(routing_gym.sources.zeroeval.OPEN_MODELS); their energy cannot be derived")
     if choice.kind == "batched":
-        profiles, info = energy_profiles(model_ids, data_dir, specs=specs)
+        profiles, info = batched_profiles(model_ids, data_dir, specs)
         return profiles, {**info, **_batched_card(info)}
     if choice.kind == "batch1":
         return batch1_profiles(model_ids, data_dir, specs)
@@ -223,7 +405,7 @@ def batch1_profiles(model_ids: Sequence[str], data_dir: str | os.PathLike | None
                       f"{c['max_avg_batch']:.0f}) extrapolated to 1: {tpot * 1e3:.1f} ms x {c['power1_w_per_gpu']:.0f} W "
                       f"per GPU = {jpt:.3f} J per output token")
         else:
-            n_gpus, jpt, tpot = _gpus_for(spec.params_b), j_fit(spec.params_b), t_fit(spec.params_b)
+            n_gpus, jpt, tpot = gpus_for(spec.params_b), j_fit(spec.params_b), t_fit(spec.params_b)
             method = "batch1-power-law-fit"
             source = (f"derived (batch 1): not measured by ML.ENERGY; power-law fits in parameter count over "
                       f"{j_fit.n} batch-1 extrapolations at N = {spec.params_b:g} B: {jpt:.3f} J and "

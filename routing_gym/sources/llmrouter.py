@@ -35,7 +35,8 @@ import pandas as pd
 
 from routing_gym.errors import RoutingGymError
 from routing_gym.paths import data_dir as resolve_data_dir
-from routing_gym.sources.zeroeval import MLENERGY_SOURCE, BuildReport, ModelSpec, count_tokens
+from routing_gym.sources.energy_model import MLENERGY_SOURCE, ModelSpec, derive_energy_profiles, tournament_name
+from routing_gym.sources.zeroeval import BuildReport, count_tokens
 
 LLMROUTER_SOURCE = "ulab-uiuc/LLMRouter @ 4e7a7969, data/dcrouter_preprocessed/ and data/example_data/ (MIT)"
 
@@ -126,7 +127,6 @@ def build_llmrouter_tournament(data_dir: str | os.PathLike | None = None, energy
     ``metadata["task_candidates"]``. Queries keep LLMRouter's own train/test split.
     ``energy_model``: as in :func:`routing_gym.sources.zeroeval.build_zeroeval_tournament`.
     """
-    from routing_gym.sources.energy_model import derive_energy_profiles, tournament_name
     from routing_gym.tournament import DataCard, Tournament
 
     t_start = time.monotonic()
