@@ -85,6 +85,7 @@ class CostAwareRouter(Agent):
         """A calibrated classifier of one model's correctness, or its training rate (a float)."""
         from sklearn.calibration import CalibratedClassifierCV
         from sklearn.linear_model import LogisticRegression
+        from sklearn.model_selection import StratifiedKFold
 
         rate = float(correct.mean())
         fractional = not np.isin(correct, (0.0, 1.0)).all()
@@ -97,7 +98,10 @@ class CostAwareRouter(Agent):
         if min(int((y == 1).sum()), int((y == 0).sum())) < self.folds:
             return rate
         base = LogisticRegression(C=self.C, max_iter=1000, random_state=seed)
-        return CalibratedClassifierCV(base, method=self.calibration, cv=self.folds).fit(X, y, sample_weight=weight)
+        # Shuffled folds: tournament rows come grouped by benchmark, and unshuffled folds would
+        # calibrate each classifier on benchmarks it never saw.
+        folds = StratifiedKFold(self.folds, shuffle=True, random_state=seed)
+        return CalibratedClassifierCV(base, method=self.calibration, cv=folds).fit(X, y, sample_weight=weight)
 
     def predict_correct(self, batch: ObservationBatch) -> np.ndarray:
         """``[n, K]`` calibrated P(model answers correctly)."""

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import make_tournament
+from conftest import make_tournament, two_skill_tournament
 
 from routing_gym.envs import Reward, RoutingEnv
 from routing_gym.eval.frontier import CostKnob
@@ -63,6 +63,16 @@ def test_probabilities_are_calibrated_on_held_out_queries(graded):
     assert p.shape == (len(test), graded.n_models) and ((0 <= p) & (p <= 1)).all()
     # Each model's mean predicted success matches its held-out accuracy within sampling noise.
     assert np.abs(p.mean(axis=0) - graded.correct[test].mean(axis=0)).max() < 0.08
+
+
+def test_calibration_folds_mix_benchmarks_when_rows_come_grouped():
+    t = two_skill_tournament(n_benchmarks=6, grouped=True)  # unshuffled folds would each miss benchmarks
+    agent = _fit(t)
+    test = t.split_rows("test")
+    p = agent.predict_correct(ObservationBatch.from_tournament(t, test))
+    arith = np.char.startswith(t.queries["benchmark"].to_numpy()[test].astype(str), "arith")
+    assert p[arith, 0].mean() > 0.85 and p[~arith, 0].mean() < 0.2
+    assert (agent.act_batch(ObservationBatch.from_tournament(t, test)) == np.where(arith, 0, 1)).mean() > 0.95
 
 
 def test_constant_and_fractional_outcomes(graded):

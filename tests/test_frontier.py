@@ -11,12 +11,12 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_tournament
+from conftest import make_tournament, two_skill_tournament
 
 from routing_gym.eval import hull as H
 from routing_gym.eval.frontier import CostKnob, FrontierConfig, carve_validation, run_frontier, write_frontier_outputs
 from routing_gym.errors import RoutingGymError
-from routing_gym.tournament import DataCard, Tournament
+from routing_gym.tournament import Tournament
 from routing_gym_agents import Agent, ObservationBatch, register_agent
 
 SEEN: dict[str, list[set[str]]] = {"fit": [], "act": []}
@@ -112,30 +112,6 @@ def test_a_curve_of_fixed_model_mixes_has_no_area_over_the_hull():
     assert summary["mean_gain_pp_ci_low"] <= 0 <= summary["mean_gain_pp_ci_high"]
     # The exact mixes (the vertices themselves) have exactly no area.
     assert H.mean_gain_over_range(hull.energy_j, hull.accuracy, hull.energy_j[:2], hull.accuracy[:2]) == pytest.approx(0.0, abs=1e-12)
-
-
-def two_skill_tournament(n: int = 900, seed: int = 0) -> Tournament:
-    """Model 0 (cheap) solves arithmetic, model 1 (costly) solves trivia, model 2 (costliest)
-    half of everything: routing by benchmark beats model 2 on both axes."""
-    rng = np.random.default_rng(seed)
-    benchmark = np.where(np.arange(n) % 2 == 0, "arith", "trivia")
-    arith = benchmark == "arith"
-    p = np.stack([np.where(arith, 0.95, 0.1), np.where(arith, 0.1, 0.95), np.full(n, 0.5)], axis=1)
-    correct = (rng.uniform(size=(n, 3)) < p).astype(float)
-    energy = np.array([10.0, 40.0, 80.0])[None, :] * rng.uniform(0.8, 1.2, (n, 3))
-    queries = pd.DataFrame({
-        "query_id": [f"q{i}" for i in range(n)], "benchmark": benchmark,
-        "prompt": [f"what is {i} plus {i % 7}?" if a else f"who wrote book number {i}?" for i, a in enumerate(arith)],
-        "reference": ["x"] * n,
-    })
-    models = pd.DataFrame({"model_id": ["cheap-arith", "mid-trivia", "big-generalist"], "family": "toy",
-                           "params_b": [1.0, 8.0, 70.0], "reasoning": [False] * 3, "energy_provenance": "synthetic",
-                           "energy_source": "tests/test_frontier.py"})
-    t = Tournament(queries=queries, models=models, correct=correct, energy_j=energy, latency_s=energy / 100,
-                   mean_power_w=np.full((n, 3), 100.0), input_tokens=np.full((n, 3), 20.0),
-                   output_tokens=np.full((n, 3), 50.0),
-                   card=DataCard(name="two-skill", provenance="synthetic", description="test fixture"))
-    return t.with_splits(seed=seed, proportions={"train": 2, "test": 1})
 
 
 def test_a_clearly_beaten_fixed_model_is_reported_dominated(tmp_path):
