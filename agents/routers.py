@@ -15,6 +15,10 @@
 
 ``cost_m`` is model m's mean training joules divided by the largest model mean, so it lies in
 (0, 1] and ``cost_weight`` trades error points for joules on every tournament alike.
+
+Cost knobs (``cost_knob``, swept by ``routing-gym frontier``): ``cost_weight`` (knn, uniroute)
+and ``alpha`` (routellm) are read at routing time only; greenserv's energy weight ``lam`` is
+trained in, so it is refitted per value.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import numpy as np
 
 from routing_gym.envs import ObservationBatch, Reward
 from routing_gym.errors import RoutingGymError
+from routing_gym.eval.frontier import CostKnob
 from routing_gym.features import ObservationFeaturizer
 from routing_gym.tournament import Outcomes, Tournament
 from routing_gym_agents.bandits import LinUCB
@@ -53,6 +58,11 @@ class _TextRouter(Agent):
         return self.featurizer.transform(batch)
 
 
+# Candidate cost weights: 0 ignores joules; 2 outweighs any error difference (costs are in (0, 1]).
+COST_WEIGHT_KNOB = CostKnob("cost_weight", applies="act", cheaper_when="higher",
+                            grid=(0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 2.0))
+
+
 def model_costs(energy_j: np.ndarray) -> np.ndarray:
     """Mean joules per model (``[n, K]`` training outcomes) over the largest one: ``[K]`` in (0, 1]."""
     mean = np.asarray(energy_j).mean(axis=0)
@@ -64,6 +74,7 @@ class KNNRouter(_TextRouter):
     """Per-model error of the ``k`` nearest training questions (cosine), plus a cost term."""
 
     name = "knn"
+    cost_knob = COST_WEIGHT_KNOB
 
     def __init__(self, k: int = 10, cost_weight: float = 0.1, **kwargs: Any):
         super().__init__(**kwargs)
@@ -97,6 +108,7 @@ class UniRoute(_TextRouter):
     """
 
     name = "uniroute"
+    cost_knob = COST_WEIGHT_KNOB
 
     def __init__(self, n_clusters: int = 8, cost_weight: float = 0.1, prior: float = 5.0, **kwargs: Any):
         super().__init__(**kwargs)
@@ -138,6 +150,7 @@ class RouteLLMRouter(_TextRouter):
     """
 
     name = "routellm"
+    cost_knob = CostKnob("alpha", applies="act", cheaper_when="higher", grid=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9))
 
     def __init__(self, alpha: float = 0.5, C: float = 1.0, **kwargs: Any):
         super().__init__(**kwargs)
@@ -203,6 +216,7 @@ class GreenServ(LinUCB):
     """
 
     name = "greenserv"
+    cost_knob = CostKnob("lam", applies="fit", cheaper_when="higher", grid=(0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9))
 
     def __init__(self, lam: float = 0.2, n_clusters: int = 8, alpha: float = 1.0, dim: int = 64, **kwargs: Any):
         super().__init__(alpha=alpha, dim=dim, **kwargs)

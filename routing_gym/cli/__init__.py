@@ -84,6 +84,7 @@ COMMAND_MODULES = (
     "routing_gym.cli.generate",
     "routing_gym.cli.build",
     "routing_gym.cli.compare",
+    "routing_gym.cli.frontier",
     "routing_gym.cli.collect",
     "routing_gym.cli.experiments",
 )
