@@ -154,7 +154,7 @@ def test_sft_rationale_format_parses_on_held_out_queries(ctx, held_out):
 
 
 def test_shared_prefix_cache_matches_uncached_decoding(sft_choice, held_out):
-    from routing_gym_agents.controller_trainer import choice_probabilities, generate_greedy
+    from routing_gym_agents.controller_inference import choice_probabilities, generate_greedy
 
     agent, _ = sft_choice
     batch = held_out.select(slice(0, 6))
