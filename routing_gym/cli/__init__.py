@@ -83,6 +83,7 @@ COMMAND_MODULES = (
     "routing_gym.cli.generate",
     "routing_gym.cli.build",
     "routing_gym.cli.compare",
+    "routing_gym.cli.sweep",
     "routing_gym.cli.collect",
     "routing_gym.cli.experiments",
 )
