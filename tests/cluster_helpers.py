@@ -116,3 +116,8 @@ def arithmetic_backends(config: Any) -> dict[str, Backend]:
     """Backend factory for ``routing_gym.collect.shards``: every model answered in process."""
     backend = ArithmeticBackend(config.generation)
     return {m.id: backend for m in config.models}
+
+
+def echo_task(payload: Any, value: Any) -> tuple[Any, Any, int]:
+    """A generic executor task: (payload, value, pid of the process that ran it)."""
+    return payload, value, os.getpid()

@@ -287,6 +287,9 @@ class CellSettings:
 
 def run_cell(t: Tournament, settings: CellSettings, name: str, seed: int) -> RunRecord:
     """One agent x seed, trained and scored: the unit an executor runs (top-level, picklable)."""
+    from routing_gym_agents.registry import load_plugins
+
+    load_plugins()  # a fresh worker process has registered nothing yet
     for module in settings.imports:
         importlib.import_module(module)
     reward = settings.reward

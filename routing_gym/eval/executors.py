@@ -134,9 +134,15 @@ def _process_worker(conn: Connection, fn: Callable[..., Any]) -> None:
             payloads[group] = body
             continue
         try:
-            conn.send(("ok", fn(payloads[group], *body)))
+            reply = ("ok", fn(payloads[group], *body))
         except Exception as exc:
-            conn.send(("error", _describe_exception(exc)))
+            reply = ("error", _describe_exception(exc))
+        try:
+            conn.send(reply)
+        except OSError:  # the driver went away (killed): nobody to report to
+            return
+        except Exception as exc:  # the value does not pickle
+            conn.send(("error", f"the task's result cannot be sent back: {_describe_exception(exc)}"))
 
 
 class _Worker:
@@ -268,7 +274,8 @@ def _run_ray(fn: Callable[..., Any], payloads: dict[str, Any], tasks: Sequence[T
             try:
                 value = ray.get(ready[0])
             except ray.exceptions.RayTaskError as exc:  # fn raised: reported, not retried
-                value = Lost(str(exc.cause if exc.cause is not None else exc).splitlines()[0], 1)
+                cause = exc.cause if exc.cause is not None else exc
+                value = Lost(f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}", 1)
             except ray.exceptions.RayError as exc:  # the worker died on every attempt
                 value = Lost(f"{type(exc).__name__}: {str(exc).splitlines()[0]} (after {max_retries + 1} attempt(s))",
                              max_retries + 1)

@@ -1,0 +1,88 @@
+"""Benchmark (not a test): one grid of compare cells under the local, process and ray executors.
+
+    OMP_NUM_THREADS=1 python experiments/bench_executor.py [--workers 2] [--seeds 2]
+
+The grid: ``--agents`` x ``--seeds`` on ``--tournament`` (default: five CPU-bound agents x 2
+seeds = 10 cells, each >= 1 s here; PPO shortened by ``--ppo-steps``). Each executor runs the
+same grid into its own fresh folder (nothing resumed), timed wall clock from the call to the
+finished result. ``local`` is the reference measured in the same run; the others are printed
+as speed-ups over it (derived: local wall / executor wall). Ray is timed twice: including the
+start of a local Ray (a cold laptop run) and on an already started Ray (a cluster, where Ray is
+up before the job). The per-cell times (each cell's own fit + act) show the grid meets the
+>= 1 s per cell floor. The 1-minute load average before and after each run is printed: on a
+shared machine other users' work slows every executor, and the parallel ones most. Also checks
+that every executor produced the same table.md. Target: ray >= 1.6x local on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_RAY_SPEEDUP = 1.6
+
+
+def timed_run(executor: str, args: argparse.Namespace, out: Path) -> tuple[float, list[float], str]:
+    from routing_gym.eval.compare import CompareConfig, run_compare, write_outputs
+
+    config = CompareConfig(
+        tournament=args.tournament, agents=args.agents.split(","), seeds=args.seeds, progress=False,
+        executor=executor, workers=args.workers, n_bootstrap=200,
+        agent_kwargs={"ppo": {"total_timesteps": args.ppo_steps}} if "ppo" in args.agents.split(",") else {},
+    )
+    tic = time.perf_counter()
+    result = run_compare(config, out_dir=out)
+    wall = time.perf_counter() - tic
+    if result.failures:
+        raise SystemExit(f"{executor}: {len(result.failures)} cell(s) failed: {result.failures[0].error}")
+    cells = [r.fit_s + r.act_s for r in result.runs if r.kind == "agent"]
+    table = write_outputs(result, out, plots=False)["table.md"].read_text()
+    return wall, cells, table
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tournament", default="paper-pool")
+    parser.add_argument("--agents", default="linucb,thompson,knn,greenserv,ppo")
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--ppo-steps", type=int, default=2048)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+    from routing_gym.eval.executors import init_ray, ray_module
+    from routing_gym.sources import resolve_tournament
+
+    resolve_tournament(args.tournament)  # build/cache it before any timing
+    print(f"grid: {args.agents} x {args.seeds} seeds on {args.tournament}; {args.workers} workers; "
+          f"{os.cpu_count()} CPUs", flush=True)
+    walls, tables = {}, {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for label, executor in (("local", "local"), ("process", "process"), ("ray (incl. start)", "ray"),
+                                ("ray (started)", "ray")):
+            if label == "ray (started)":
+                init_ray(num_cpus=args.workers)
+            load_before = os.getloadavg()[0]
+            wall, cells, tables[label] = timed_run(executor, args, Path(scratch) / label.replace(" ", "_"))
+            walls[label] = wall
+            print(f"{label:18s} wall {wall:6.1f} s | {len(cells)} cells, each {min(cells):.1f}-{max(cells):.1f} s "
+                  f"(sum {sum(cells):.1f} s) | load avg {load_before:.1f} -> {os.getloadavg()[0]:.1f}", flush=True)
+        ray_module().shutdown()
+    print("\nspeed-up over local (derived: local wall / executor wall):")
+    for label, wall in walls.items():
+        if label != "local":
+            print(f"  {label:18s} {walls['local'] / wall:4.2f}x")
+    same = all(t == tables["local"] for t in tables.values())
+    print(f"same table.md from every executor: {same}")
+    best_ray = max(walls["local"] / walls[k] for k in walls if k.startswith("ray"))
+    print(f"target ray >= {TARGET_RAY_SPEEDUP}x local: {'met' if best_ray >= TARGET_RAY_SPEEDUP else 'NOT met'} "
+          f"(best ray {best_ray:.2f}x)")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
