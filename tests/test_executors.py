@@ -104,7 +104,7 @@ def test_rerun_reuses_saved_cells_and_recomputes_missing_or_changed_ones(tmp_pat
     assert len(stamps) == 4
     (cells / "random-1.json").unlink()
 
-    config.progress = True  # stderr is not a terminal: one line per finished cell
+    config.progress = None  # stderr is not a terminal: one line per finished cell
     capsys.readouterr()
     second = write_outputs(run_compare(config, out_dir=out), out, plots=False)["table.md"].read_text()
     err = capsys.readouterr().err

@@ -49,8 +49,8 @@ grid = {{lambda_e = [0.1, 0.2], lambda_t = [0.0, 0.05]}}
     config = load_sweep_config(path)
     assert config.agents == ["knn"] and config.agent_kwargs == {"knn": {"k": 5}} and config.seeds == [0, 3]
     assert [r.label for r in config.rewards] == [
-        "gated_rank[lambda_e=0.1,lambda_t=0]", "gated_rank[lambda_e=0.1,lambda_t=0.05]",
-        "gated_rank[lambda_e=0.2,lambda_t=0]", "gated_rank[lambda_e=0.2,lambda_t=0.05]"]
+        "gated_rank__lambda_e=0.1,lambda_t=0", "gated_rank__lambda_e=0.1,lambda_t=0.05",
+        "gated_rank__lambda_e=0.2,lambda_t=0", "gated_rank__lambda_e=0.2,lambda_t=0.05"]
     bad = {
         "tournaments: []\n": "tournaments: expected a non-empty list",
         f"tournaments: [{toy_dir}]\nrewards: [{{name: gated_rank, grid: {{lambda_e: 0.1}}}}]\n": "rewards[0].grid.lambda_e: expected a non-empty list",
@@ -82,7 +82,7 @@ plots: false
     captured = capsys.readouterr()
     assert code == 0, captured.err
     folders = sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir())
-    assert folders == ["toy__gated_rank[lambda_e=0.1]", "toy__gated_rank[lambda_e=0.3]"]
+    assert folders == ["toy__gated_rank__lambda_e=0.1", "toy__gated_rank__lambda_e=0.3"]
     for folder in folders:
         assert (tmp_path / "out" / folder / "table.md").exists()
         assert len(list((tmp_path / "out" / folder / "cells").glob("*.json"))) == 4
@@ -93,8 +93,8 @@ plots: false
     knn = combined[combined["method"] == "knn"].set_index("coefficients")
     assert knn.loc["lambda_e=0.1", "accuracy"] == knn.loc["lambda_e=0.3", "accuracy"]
     assert knn.loc["lambda_e=0.1", "mean_reward"] != knn.loc["lambda_e=0.3", "mean_reward"]
-    assert captured.err.count(": ok in ") == 8 and "[8/8] toy__gated_rank[lambda_e=0.3]: " in captured.err
-    assert "| toy__gated_rank[lambda_e=0.1] | knn |" in captured.out
+    assert captured.err.count(": ok in ") == 8 and "[8/8] toy__gated_rank__lambda_e=0.3: " in captured.err
+    assert "| toy__gated_rank__lambda_e=0.1 | knn |" in captured.out
 
 
 def _cells(out: Path) -> dict[str, int]:

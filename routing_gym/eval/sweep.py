@@ -13,7 +13,8 @@ reward grid and where cells run::
     workers: 2             # optional; also ray_address, max_retries, imports, bootstrap,
     out: sweep-results     #   train_split, test_split, fixed_models, plots
 
-Every tournament x reward setting gets its own folder under ``out`` holding the usual compare
+Every tournament x reward setting gets its own folder under ``out``
+(``<tournament>__<reward>__<coefficient=value,...>``) holding the usual compare
 outputs and its ``cells/`` (so a rerun resumes each one), and ``combined.csv`` / ``combined.md``
 put every method's headline numbers of every setting in one table. All cells of the grid run
 in one executor, so a pool never idles at the end of one setting while another has work.
@@ -48,9 +49,12 @@ class RewardSetting:
     coefficients: dict[str, float]
 
     @property
+    def coefficient_text(self) -> str:
+        return ",".join(f"{k}={v:g}" for k, v in sorted(self.coefficients.items()))
+
+    @property
     def label(self) -> str:
-        coefficients = ",".join(f"{k}={v:g}" for k, v in sorted(self.coefficients.items()))
-        return self.name + (f"[{coefficients}]" if coefficients else "")
+        return self.name + (f"__{self.coefficient_text}" if self.coefficients else "")
 
 
 @dataclass
@@ -223,7 +227,7 @@ def run_sweep(config: SweepConfig, out: str | Path | None = None, progress: bool
         failures += [f"{name}: {f.method} seed {f.seed}: {f.error}" for f in result.failures]
         for row in result.rows:
             rows.append({"setting": name, "tournament": result.tournament.card.name, "reward": result.reward.name,
-                         "coefficients": ",".join(f"{k}={v:g}" for k, v in sorted(result.reward.coefficients.items())),
+                         "coefficients": RewardSetting(result.reward.name, result.reward.coefficients).coefficient_text,
                          "method": row["method"], "kind": row["kind"],
                          **{c: row.get(c, float("nan")) for c in COMBINED_COLUMNS}})
     combined = pd.DataFrame(rows)
