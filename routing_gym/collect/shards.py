@@ -88,7 +88,8 @@ class ShardWorker:
         from routing_gym.collect.meters import make_meter
         from routing_gym.collect.questions import resolve_graders
 
-        self.config = config_from_dict(config_data, source=f"<shard {shard.name}>")
+        # "<memory>": paths were made absolute where the config file was read, on the driver
+        self.config = config_from_dict(config_data)
         self.shard, self.session = shard, session
         self.models = {m.id: m for m in self.config.models if m.id in shard.models}
         factory = resolve_backend_factory(backend_factory)
@@ -113,6 +114,8 @@ class ShardWorker:
     def answer(self, model_id: str, question: dict[str, Any]) -> list[dict[str, Any]]:
         """Records for one pair: idle baselines measured first (if due), then the call record;
         ``[{"type": "skip", ...}]`` when the model cannot be warmed up."""
+        if not self.serving:  # a restarted actor (Ray re-runs __init__ only) checks its models again
+            self.start()
         model, out = self.models[model_id], []
         emit = out.append
         if model_id not in self.idle:
@@ -188,14 +191,12 @@ def run_collection_ray(
             if todo[shard.name]:
                 actors[shard.name] = _start_actor(ray, config, shard, f"{session}-{shard.name}", backend_factory)
         starts = {name: _get(ray, actor.start.remote(), f"shard {name}") for name, actor in actors.items()}
-        serving: dict[str, dict[str, Any]] = {}
+        check_digests({m: info for record in starts.values() for m, info in record["serving"].items()}, contents.records)
         for name, record in starts.items():
-            serving.update(record["serving"])
             for warning in record["warnings"]:
                 say(f"shard {name}: {warning}")
             record["pending_pairs"] = len(todo[name])
             record_log.append(record)
-        check_digests(serving, contents.records)
         summary.unmeasured = any(record["meter"] == "none" for record in starts.values())
 
         from tqdm.auto import tqdm

@@ -39,6 +39,7 @@ import sys
 import time
 import traceback
 import warnings
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -457,6 +458,7 @@ def save_cell(cells_dir: Path, record: RunRecord, fingerprint: str) -> Path:
     cells_dir.mkdir(parents=True, exist_ok=True)
     stem = _cell_stem(record.method, int(record.seed))
     arrays = {f"per_query__{k}": v for k, v in record.per_query.items()}
+    arrays["fingerprint"] = np.array(fingerprint)  # pairs the arrays with their JSON (a crash may split them)
     if record.regret is not None:
         arrays["regret"] = record.regret
     _write_atomic(cells_dir / f"{stem}.npz", lambda handle: np.savez(handle, **arrays))
@@ -477,9 +479,10 @@ def load_cell(cells_dir: Path, name: str, seed: int, fingerprint: str) -> RunRec
         meta = json.loads((cells_dir / f"{stem}.json").read_text())
         with np.load(cells_dir / f"{stem}.npz") as data:
             arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError):
+    except (OSError, ValueError, zipfile.BadZipFile):
         return None
-    if meta.get("fingerprint") != fingerprint or meta.get("method") != name or meta.get("seed") != seed:
+    if (meta.get("fingerprint") != fingerprint or str(arrays.get("fingerprint")) != fingerprint
+            or meta.get("method") != name or meta.get("seed") != seed or meta.get("status") != "ok"):
         return None
     metrics = dict(meta["metrics"])
     metrics.pop("invalid_rate", None)
