@@ -12,7 +12,9 @@ is the reference measured in the same run; the others are printed as speed-ups o
 start of a local Ray (a cold laptop run) and on an already started Ray (a cluster, where Ray is
 up before the job). The per-cell times (each cell's own fit + act) show the grid meets the
 >= 1 s per cell floor. The 1-minute load average before and after each run is printed: on a
-shared machine other users' work slows every executor, and the parallel ones most. Also checks
+shared machine other users' work slows every executor, and the parallel ones most; the
+"parallel headroom" (pure CPU work on a warm pool of the same size vs one after another,
+measured before and after) is the ceiling any executor could reach in this run. Also checks
 that every executor produced the same table.md. Target: ray >= 1.6x local on 2 cores.
 """
 
@@ -26,6 +28,32 @@ import time
 from pathlib import Path
 
 TARGET_RAY_SPEEDUP = 1.6
+
+
+def spin(n: int) -> float:
+    """Pure-Python CPU work (no imports, no caches); returns its wall time."""
+    tic, x = time.perf_counter(), 0
+    for i in range(n):
+        x += i * i % 7
+    return time.perf_counter() - tic
+
+
+def parallel_headroom(workers: int, n: int = 3_000_000, chunks: int = 4) -> float:
+    """What this machine gives ``workers`` processes right now: the speed-up of ``chunks`` equal
+    pure-CPU chunks on a warm spawned pool over the same chunks one after another. Other users'
+    load lowers it; it caps what any executor can reach in this run."""
+    import multiprocessing
+
+    tic = time.perf_counter()
+    for _ in range(chunks):
+        spin(n)
+    sequential = time.perf_counter() - tic
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        pool.map(spin, [10] * workers)  # start the workers before timing
+        tic = time.perf_counter()
+        pool.map(spin, [n] * chunks, chunksize=1)
+        parallel = time.perf_counter() - tic
+    return sequential / parallel
 
 
 def timed_run(executor: str, args: argparse.Namespace, out: Path) -> tuple[float, dict[str, list[float]], str]:
@@ -66,6 +94,9 @@ def main() -> int:
     resolve_tournament(args.tournament)  # build/cache it before any timing
     print(f"grid: {args.agents} x {args.seeds} seeds on {args.tournament}; {args.workers} workers; "
           f"{os.cpu_count()} CPUs", flush=True)
+    headroom = [parallel_headroom(args.workers)]
+    print(f"parallel headroom now (derived: {args.workers} processes of pure CPU work vs one after another): "
+          f"{headroom[0]:.2f}x | load avg {os.getloadavg()[0]:.1f}", flush=True)
     walls: dict[str, list[float]] = {}
     tables = {}
     with tempfile.TemporaryDirectory() as scratch:
@@ -87,6 +118,8 @@ def main() -> int:
                 if label == "ray (started)":
                     ray_module().shutdown()
     best = {label: min(times) for label, times in walls.items()}
+    headroom.append(parallel_headroom(args.workers))
+    print(f"parallel headroom after: {headroom[1]:.2f}x | load avg {os.getloadavg()[0]:.1f}")
     print(f"\nspeed-up over local (derived: best local wall / best executor wall over {args.rounds} round(s)):")
     for label, wall in best.items():
         if label != "local":
@@ -96,7 +129,8 @@ def main() -> int:
     print(f"same table.md from every executor: {same}")
     best_ray = max(best["local"] / best[k] for k in best if k.startswith("ray"))
     print(f"target ray >= {TARGET_RAY_SPEEDUP}x local: {'met' if best_ray >= TARGET_RAY_SPEEDUP else 'NOT met'} "
-          f"(best ray {best_ray:.2f}x)")
+          f"(best ray {best_ray:.2f}x; this machine offered {min(headroom):.2f}-{max(headroom):.2f}x to any "
+          f"{args.workers} processes during the run)")
     return 0 if same else 1
 
 

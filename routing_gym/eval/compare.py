@@ -6,6 +6,13 @@ through ``FitContext.step_hooks``), ``act_batch`` on the held-out split, and sco
 ``RoutingEnv.evaluate`` under one common reward. Every fixed model of the pool is added as a
 row ("always <model>"), computed directly from the table.
 
+Cells and executors: the unit of work is one cell (agent x seed), ``run_cell``, a top-level
+function an executor runs in this process, a spawned process pool or Ray tasks
+(``routing_gym.eval.executors``; ``CompareConfig.executor``). With an output folder each
+finished cell is saved under ``cells/`` as it arrives, keyed by a fingerprint of what decides
+it, and a rerun reuses the saved cells and runs only the missing ones; the table is built from
+the cells in a fixed order, so every executor gives the same table. ``docs/scaling.md``.
+
 Robustness: an action outside ``[0, K)`` (or a non-integer one) is charged the invalid
 penalty and counted; an agent that raises is reported with a traceback summary and the
 others still finish.
