@@ -141,3 +141,14 @@ def test_local_and_ray_give_identical_tables_on_paper_pool(ray_local, tmp_path, 
         tables[executor] = _table_without_timing(tmp_path / executor)
     assert tables["local"][0] == tables["ray"][0]
     pd.testing.assert_frame_equal(tables["local"][1], tables["ray"][1])
+
+
+def test_text_controller_cells_ask_for_a_gpu_and_fall_back_to_a_cpu_on_a_gpu_less_cluster():
+    from routing_gym.eval.compare import agent_resources
+    from routing_gym.eval.executors import _ray_options
+
+    assert [agent_resources(a) for a in ("sft", "grpo", "kl-grpo")] == [{"num_gpus": 1.0}] * 3
+    assert agent_resources("ppo") == agent_resources("knn") == {"num_cpus": 1.0}
+    assert _ray_options({"num_gpus": 1.0}, cluster_gpus=4.0) == {"num_gpus": 1.0}
+    with pytest.warns(RuntimeWarning, match="asks for 1 GPU.*cluster has 0; running it on one CPU"):
+        assert _ray_options({"num_gpus": 1.0}, cluster_gpus=0.0) == {"num_cpus": 1.0}

@@ -425,8 +425,9 @@ def _failed_record(name: str, seed: int, error: str) -> RunRecord:
 def agent_resources(name: str) -> dict[str, float]:
     """What a cell of agent ``name`` asks an executor for: the class's ``ray_resources``
     (the text controller asks for a GPU), else one CPU."""
-    from routing_gym_agents.registry import AGENTS
+    from routing_gym_agents.registry import AGENTS, load_plugins
 
+    load_plugins()
     return dict(getattr(AGENTS[name][0], "ray_resources", None) or {"num_cpus": 1.0})
 
 
