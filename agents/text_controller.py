@@ -39,6 +39,7 @@ class TextControllerAgent(Agent):
 
     name = "text-controller"
     feedback = "full"  # SFT targets and replayed GRPO rewards read the whole training table
+    ray_resources = {"num_gpus": 1.0}  # what compare's executors ask for per cell (trains a language model)
 
     def __init__(self, stage: str = "sft", config: ControllerConfig | None = None, **overrides: Any) -> None:
         if stage not in ("sft", "grpo"):

@@ -20,6 +20,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from routing_gym.cli.compare import add_executor_arguments, executor_settings
 from routing_gym.eval.compare import FIXED_PREFIX, CompareConfig, run_compare, write_outputs
 
 
@@ -73,10 +74,11 @@ def main() -> int:
     parser.add_argument("--tournament", default="default")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--out", default="experiments/results/compare-paper-pool")
+    add_executor_arguments(parser)
     args = parser.parse_args()
 
     tic = time.perf_counter()
-    result = run_compare(CompareConfig(tournament=args.tournament, seeds=args.seeds))
+    result = run_compare(CompareConfig(tournament=args.tournament, seeds=args.seeds, **executor_settings(args)))
     paths = write_outputs(result, args.out)
     print(paths["table.md"].read_text())
     print(f"compare: {result.elapsed_s:.1f} s for the runs, {time.perf_counter() - tic:.1f} s with outputs")

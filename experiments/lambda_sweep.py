@@ -41,7 +41,9 @@ import pandas as pd
 
 import routing_gym.envs.reward_variants  # noqa: F401  (registers the variants this script sweeps)
 from routing_gym.envs import get_reward
+from routing_gym.cli.compare import add_executor_arguments, executor_settings
 from routing_gym.eval.compare import CompareConfig, CompareResult, run_compare
+from routing_gym.eval.executors import init_ray
 from routing_gym.eval.pareto import pareto_front
 from routing_gym.eval.stats import BootstrapPlan
 from routing_gym.sources import resolve_tournament
@@ -64,7 +66,7 @@ def energy_coefficient(reward: str) -> str:
 
 def sweep(
     t: Tournament, reward: str, coefficient: str, grid: list[float], agents: list[str], seeds: list[int],
-    agent_kwargs: dict[str, dict[str, Any]], n_bootstrap: int,
+    agent_kwargs: dict[str, dict[str, Any]], n_bootstrap: int, executor: dict[str, Any],
 ) -> tuple[pd.DataFrame, dict[tuple[str, float], np.ndarray]]:
     """One compare run per grid value; returns the summary rows and each agent's seed-averaged
     per-query correctness (for the paired transition test)."""
@@ -74,7 +76,7 @@ def sweep(
         result: CompareResult = run_compare(CompareConfig(
             tournament=t, agents=agents, seeds=seeds, reward=reward, coefficients={coefficient: value},
             agent_kwargs={a: k for a, k in agent_kwargs.items() if a in agents}, fixed_models=False,
-            n_bootstrap=n_bootstrap, progress=False,
+            n_bootstrap=n_bootstrap, progress=False, **executor,
         ))
         if result.failures:
             failure = result.failures[0]
@@ -208,17 +210,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jump", type=float, default=0.05, help="minimum accuracy change of a transition")
     parser.add_argument("--n-bootstrap", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=None)
+    add_executor_arguments(parser)
     args = parser.parse_args(argv)
+    executor = executor_settings(args)
+    if executor.get("executor") == "ray":  # one Ray for every grid value, not one start per compare run
+        init_ray(executor.get("ray_address"), num_cpus=executor.get("workers"))
 
     t = resolve_tournament(args.tournament)
     coefficient = energy_coefficient(args.reward)
     out = args.out or RESULTS / t.card.name
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    frame, correct = sweep(t, args.reward, coefficient, args.grid, args.agents, args.seeds, {}, args.n_bootstrap)
+    frame, correct = sweep(t, args.reward, coefficient, args.grid, args.agents, args.seeds, {}, args.n_bootstrap, executor)
     if args.sb3:
         sb3, sb3_correct = sweep(t, args.reward, coefficient, args.grid, ["ppo"], args.seeds[:1],
-                                 {"ppo": {"total_timesteps": SB3_STEPS}}, args.n_bootstrap)
+                                 {"ppo": {"total_timesteps": SB3_STEPS}}, args.n_bootstrap, executor)
         frame, correct = pd.concat([frame, sb3], ignore_index=True), {**correct, **sb3_correct}
     trans, bands = transitions(frame, correct, coefficient, args.jump, args.n_bootstrap)
     frame.to_csv(out / "sweep.csv", index=False)

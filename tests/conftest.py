@@ -106,3 +106,26 @@ def data_dir() -> Path:
         pytest.skip("no data directory (set ROUTING_GYM_DATA_DIR)")
     # Absolute: tests link into it from temporary directories (the README passes ../shared/data).
     return Path(value).resolve()
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray (2 CPUs, no dashboard, no usage stats) for the whole test session.
+
+    ``tests/`` goes on the workers' PYTHONPATH so they can import ``cluster_helpers``."""
+    from routing_gym.eval.executors import ray_module
+
+    tests_dir = str(Path(__file__).resolve().parent)
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (tests_dir, saved) if p)  # Ray workers inherit it
+    ray = ray_module()
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved

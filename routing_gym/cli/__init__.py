@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import sys
 from typing import Any, NoReturn, Sequence
@@ -85,6 +84,7 @@ COMMAND_MODULES = (
     "routing_gym.cli.build",
     "routing_gym.cli.compare",
     "routing_gym.cli.frontier",
+    "routing_gym.cli.sweep",
     "routing_gym.cli.collect",
     "routing_gym.cli.experiments",
 )
@@ -113,10 +113,16 @@ class CommandLine:
         return self._groups[name]
 
 
+# Modules given with --import on this command line (compare passes them to its workers).
+USER_IMPORTS: list[str] = []
+
+
 def import_user_modules(argv: list[str]) -> list[str]:
     """Import every ``--import MODULE`` (or ``--import path/to/file.py``) wherever it stands in
     ``argv``, so the agents and rewards it registers can be named by any command; returns the
-    remaining arguments. The working directory is importable, as with ``python -m``."""
+    remaining arguments."""
+    from routing_gym.plugins import import_user_module
+
     rest, modules = [], []
     items = iter(argv)
     for item in items:
@@ -129,21 +135,12 @@ def import_user_modules(argv: list[str]) -> list[str]:
             modules.append(item.split("=", 1)[1])
         else:
             rest.append(item)
-    if modules and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
     for module in modules:
         try:
-            if module.endswith(".py"):
-                spec = importlib.util.spec_from_file_location(os.path.basename(module)[:-3], module)
-                if spec is None or not os.path.exists(module):
-                    raise FileNotFoundError(module)
-                loaded = importlib.util.module_from_spec(spec)
-                sys.modules[spec.name] = loaded
-                spec.loader.exec_module(loaded)
-            else:
-                importlib.import_module(module)
-        except Exception as exc:  # the user's module: say which one broke and how, in one line
-            raise UsageError(f"--import {module}: {type(exc).__name__}: {exc}") from None
+            import_user_module(module)
+        except RoutingGymError as exc:
+            raise UsageError(str(exc)) from None
+        USER_IMPORTS.append(module)
     return rest
 
 

@@ -20,6 +20,13 @@ def add_commands(cli) -> None:
     run.add_argument("--data-dir", default=None, help="shared question sets (default: ROUTING_GYM_DATA_DIR)")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     run.add_argument("--tournament", default=None, metavar="DIR", help="when every pair is done, also write the tournament here")
+    run.add_argument("--ray", action="store_true",
+                     help="one Ray actor per shard (config 'shards', else one per Ray node) answers from its own host's "
+                     "server and meters its own GPU; this process writes the one log (see docs/scaling.md)")
+    run.add_argument("--ray-address", default=None, help="Ray cluster for --ray (default: RAY_ADDRESS, else a local Ray)")
+    run.add_argument("--backend-factory", default=None, metavar="MODULE:FUNCTION",
+                     help="build the backends with FUNCTION(config) -> {model id: Backend} instead of from the config "
+                     "(importable on every node with --ray)")
     run.set_defaults(func=cmd_run)
 
     status = collect.add_parser("status", help="progress of a run folder: pairs done per model, failures, joules")
@@ -46,8 +53,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         config.energy.meter = args.meter
     if args.host:
         config.server.ollama_host = args.host
+    progress = False if args.no_progress else None
     try:
-        summary = run_collection(config, Path(args.out), progress=False if args.no_progress else None, data_dir=args.data_dir)
+        if args.ray:
+            from routing_gym.collect.shards import run_collection_ray
+
+            summary = run_collection_ray(config, Path(args.out), backend_factory=args.backend_factory,
+                                         ray_address=args.ray_address, progress=progress, data_dir=args.data_dir)
+        else:
+            from routing_gym.collect.shards import resolve_backend_factory
+
+            factory = resolve_backend_factory(args.backend_factory)
+            summary = run_collection(config, Path(args.out), progress=progress, data_dir=args.data_dir,
+                                     backends=factory(config) if factory else None)
     except KeyboardInterrupt:  # the runner already said where the records are and how to resume
         return INTERRUPTED
     print(summary)
@@ -72,6 +90,9 @@ def cmd_status(args: argparse.Namespace) -> int:
           f"meter {', '.join(status['meters']) or 'none yet'}")
     for model, row in status["per_model"].items():
         print(f"  {model:30s} {row['done']:6d}/{status['questions']} done, {row['failed_records']} failed attempts recorded")
+    for shard, row in status["per_shard"].items():
+        print(f"  shard {shard} on {row['host']}: {row['done']}/{row['total']} pairs of {', '.join(row['models'])} done "
+              f"({row['answered']} answered by this shard)")
     if status["ungraded"]:
         print(f"  {status['ungraded']} answer(s) await grading (graded again by to-tournament)")
     if status["duplicate_pairs"]:

@@ -38,8 +38,37 @@ def add_commands(cli) -> None:
     p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples for the intervals (default: %(default)s)")
     p.add_argument("--no-fixed-models", action="store_true", help="leave out the 'always <model>' rows")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--out", default="compare-results", help="output directory (default: %(default)s)")
+    p.add_argument("--out", default="compare-results",
+                   help="output directory (default: %(default)s); finished cells are saved in OUT/cells as they "
+                   "arrive and a rerun with the same settings runs only the missing ones")
+    add_executor_arguments(p)
     p.set_defaults(func=cmd_compare)
+
+
+def add_executor_arguments(p: argparse.ArgumentParser) -> None:
+    """--executor, --workers, --ray-address, --max-retries (compare and sweep); the global
+    ``--import MODULE`` modules are passed on to every worker."""
+    from routing_gym.eval.executors import DEFAULT_MAX_RETRIES, EXECUTORS
+
+    p.add_argument("--executor", default=None, choices=EXECUTORS,
+                   help="where agent x seed cells run: local (one after another), process (a process pool here), "
+                   "ray (Ray tasks; a local Ray unless --ray-address / RAY_ADDRESS) (default: local)")
+    p.add_argument("--workers", type=int, default=None, help="process pool size / CPUs of a local Ray (default: every CPU)")
+    p.add_argument("--ray-address", default=None, help="Ray cluster to use, e.g. auto or 10.0.0.1:6379 (default: RAY_ADDRESS)")
+    p.add_argument("--max-retries", type=int, default=None,
+                   help=f"further attempts of a cell whose worker process died (default: {DEFAULT_MAX_RETRIES})")
+
+
+def executor_settings(args: argparse.Namespace) -> dict:
+    """The CompareConfig fields the executor options set (only those given)."""
+    given = {"executor": args.executor, "workers": args.workers, "ray_address": args.ray_address,
+             "max_retries": args.max_retries}
+    settings = {k: v for k, v in given.items() if v is not None}
+    from routing_gym.cli import USER_IMPORTS
+
+    if USER_IMPORTS:
+        settings["imports"] = list(USER_IMPORTS)
+    return settings
 
 
 def _json_arg(text: str, option: str) -> dict:
@@ -96,9 +125,9 @@ def _run(args: argparse.Namespace) -> int:
         tournament=args.tournament, agents=agents, seeds=args.seeds, reward=args.reward, coefficients=coefficients,
         train_split=args.train_split, test_split=args.test_split,
         agent_kwargs=_json_arg(args.agent_kwargs, "--agent-kwargs"), fixed_models=not args.no_fixed_models,
-        n_bootstrap=args.bootstrap,
+        n_bootstrap=args.bootstrap, **executor_settings(args),
     )
-    result = run_compare(config)
+    result = run_compare(config, out_dir=args.out)
     paths = write_outputs(result, args.out, plots=not args.no_plots)
     print(paths["table.md"].read_text())
     print(f"wrote {', '.join(sorted(p.name for p in paths.values()))} to {args.out} in {result.elapsed_s:.1f} s")

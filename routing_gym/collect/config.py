@@ -118,6 +118,17 @@ class WarmupConfig:
 
 
 @dataclass
+class ShardSpec:
+    """One collector actor of ``collect run --ray``: a GPU host and the models it answers
+    from its own local server, metering its own GPU(s)."""
+
+    name: str
+    node: str = ""  # Ray node (IP address or hostname) to run on; "" = wherever Ray places it
+    models: list[str] = field(default_factory=list)  # model ids this shard answers
+    num_gpus: float = 0.0  # GPUs the actor reserves on its node (0: no reservation)
+
+
+@dataclass
 class CollectConfig:
     """Everything that defines a collection run."""
 
@@ -133,6 +144,8 @@ class CollectConfig:
     retry: RetryConfig = field(default_factory=RetryConfig)
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     store_output_text: bool = True
+    # ``collect run --ray``: one actor per shard; none = one per Ray node, models dealt round robin
+    shards: list[ShardSpec] = field(default_factory=list)
     source: str = field(default="<memory>", compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -208,6 +221,34 @@ def _semantic_problems(c: CollectConfig) -> list[str]:
         problems.append("retry: max_attempts and stop_after_failed_pairs must be >= 1")
     if c.warmup.calls < 0:
         problems.append(f"warmup.calls: must be >= 0, got {c.warmup.calls}")
+    problems += _shard_problems(c)
+    return problems
+
+
+def _shard_problems(c: CollectConfig) -> list[str]:
+    if not c.shards:
+        return []
+    problems: list[str] = []
+    known = {m.id for m in c.models}
+    owner: dict[str, str] = {}
+    names: set[str] = set()
+    for i, shard in enumerate(c.shards):
+        if not shard.name.strip() or shard.name in names:
+            problems.append(f"shards[{i}].name: must be non-empty and unique, got {shard.name!r}")
+        names.add(shard.name)
+        if shard.num_gpus < 0:
+            problems.append(f"shards[{i}].num_gpus: must be >= 0, got {shard.num_gpus}")
+        if not shard.models:
+            problems.append(f"shards[{i}].models: a shard needs at least one model id")
+        for j, model in enumerate(shard.models):
+            if model not in known:
+                problems.append(f"shards[{i}].models[{j}]: unknown model id {model!r}; models: {sorted(known)}")
+            elif model in owner:
+                problems.append(f"shards[{i}].models[{j}]: model {model!r} is already answered by shard {owner[model]!r}")
+            owner.setdefault(model, shard.name)
+    unassigned = [m.id for m in c.models if m.id not in owner]
+    if unassigned:
+        problems.append(f"shards: model(s) {unassigned} are in no shard; every model needs one")
     return problems
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from routing_gym.collect.backends import Backend, make_backends
-from routing_gym.collect.config import CollectConfig, config_from_dict
+from routing_gym.collect.config import CollectConfig, ModelSpec, config_from_dict
 from routing_gym.collect.errors import (
     BackendError,
     CollectError,
@@ -241,29 +241,11 @@ def run_collection(
             for question in pending[model.id]:
                 if time.monotonic() - idle_at >= config.energy.idle_every_s:
                     idle_w, idle_at = _measure_idle(config, meter, record_log, session, model.id)
-                spec = next(b for b in config.benchmarks if b.name == question["benchmark"])
-                system = spec.system_prompt if spec.system_prompt is not None else config.generation.system_prompt
-                messages = build_messages(question, system)
-                errors: list[str] = []
-
-                def attempt():
-                    meter.start()
-                    try:
-                        generation = backend.generate(model, messages)
-                    finally:
-                        window = meter.stop()
-                    return generation, window
-
-                started = _now()
-                try:
-                    (generation, window), errors = _with_retries(config, attempt, sleep, errors)
-                except BackendError as exc:
+                record, exc = answer_pair(config, model, question, backend, meter, idle_w,
+                                          grader_for[question["benchmark"]], session, serving[model.id], sleep)
+                record_log.append(record)
+                if exc is not None:
                     summary.failed_now += 1
-                    record_log.append({
-                        "type": "call", "status": "failed", "session": session, "time": started,
-                        "query_id": question["query_id"], "model_id": model.id, "benchmark": question["benchmark"],
-                        "attempts": len(errors), "errors": errors, "error_kind": exc.kind,
-                    })
                     bar.set_postfix_str(_postfix(summary), refresh=True)
                     if isinstance(exc, ModelUnavailable):
                         summary.skipped_models[model.id] = str(exc)
@@ -274,23 +256,9 @@ def run_collection(
                         raise _stop(summary, f"{failed_in_a_row} pairs in a row failed every attempt; last error: {exc}") from exc
                     continue
                 failed_in_a_row = 0
-                reading = energy_reading(meter.kind, window, idle_w)
-                record = {
-                    "type": "call", "status": "ok", "session": session, "time": started,
-                    "query_id": question["query_id"], "model_id": model.id, "benchmark": question["benchmark"],
-                    "attempts": len(errors) + 1, "errors": errors,
-                    "digest": serving[model.id].get("digest"),
-                    "output_text": generation.text if config.store_output_text else None,
-                    "thinking": generation.thinking if config.store_output_text else None,
-                    "input_tokens": generation.input_tokens, "output_tokens": generation.output_tokens,
-                    "done_reason": generation.done_reason, "server": generation.server,
-                    "latency_s": reading.latency_s, "energy": reading.to_dict(),
-                }
-                record.update(_grade(grader_for[question["benchmark"]], generation.text, question))
-                record_log.append(record)
                 summary.done_now += 1
-                if reading.net_j is not None:
-                    summary.joules += reading.net_j
+                if record["energy"]["net_j"] is not None:
+                    summary.joules += record["energy"]["net_j"]
                 bar.set_postfix_str(_postfix(summary), refresh=False)
                 bar.update(1)
         return summary
@@ -308,6 +276,49 @@ def run_collection(
             for b in set(backends.values()):
                 b.close()
         record_log.close()
+
+
+def answer_pair(config: CollectConfig, model: ModelSpec, question: dict[str, Any], backend: Backend, meter: Meter,
+                idle_w: float | None, grader: Grader, session: str, serving: dict[str, Any],
+                sleep: Callable[[float], None] = time.sleep) -> tuple[dict[str, Any], BackendError | None]:
+    """One (question, model) pair, with retries: its ``call`` record (``ok``, or ``failed`` with
+    every attempt's error) and the final error of a failed pair."""
+    spec = next(b for b in config.benchmarks if b.name == question["benchmark"])
+    system = spec.system_prompt if spec.system_prompt is not None else config.generation.system_prompt
+    messages = build_messages(question, system)
+    errors: list[str] = []
+
+    def attempt():
+        meter.start()
+        try:
+            generation = backend.generate(model, messages)
+        finally:
+            window = meter.stop()
+        return generation, window
+
+    started = _now()
+    try:
+        (generation, window), errors = _with_retries(config, attempt, sleep, errors)
+    except BackendError as exc:
+        return {
+            "type": "call", "status": "failed", "session": session, "time": started,
+            "query_id": question["query_id"], "model_id": model.id, "benchmark": question["benchmark"],
+            "attempts": len(errors), "errors": errors, "error_kind": exc.kind,
+        }, exc
+    reading = energy_reading(meter.kind, window, idle_w)
+    record = {
+        "type": "call", "status": "ok", "session": session, "time": started,
+        "query_id": question["query_id"], "model_id": model.id, "benchmark": question["benchmark"],
+        "attempts": len(errors) + 1, "errors": errors,
+        "digest": serving.get("digest"),
+        "output_text": generation.text if config.store_output_text else None,
+        "thinking": generation.thinking if config.store_output_text else None,
+        "input_tokens": generation.input_tokens, "output_tokens": generation.output_tokens,
+        "done_reason": generation.done_reason, "server": generation.server,
+        "latency_s": reading.latency_s, "energy": reading.to_dict(),
+    }
+    record.update(_grade(grader, generation.text, question))
+    return record, None
 
 
 def _postfix(summary: RunSummary) -> str:
@@ -337,6 +348,12 @@ def _preflight(config: CollectConfig, todo, backends: dict[str, Backend], record
             raise CollectError(f"cannot start: checking model {m.id} failed: {exc}") from exc
     if missing:
         raise CollectError("cannot start, model(s) not available:\n  " + "\n  ".join(missing))
+    check_digests(serving, records)
+    return serving
+
+
+def check_digests(serving: dict[str, dict[str, Any]], records: list[dict[str, Any]]) -> None:
+    """Refuse a model whose weights (digest) changed since earlier records of the run."""
     previous: dict[str, str] = {}
     for r in records:
         if r.get("type") == "call" and r.get("status") == "ok" and r.get("digest"):
@@ -350,7 +367,6 @@ def _preflight(config: CollectConfig, todo, backends: dict[str, Backend], record
             "model weights changed since earlier records of this run (digest): " + "; ".join(changed)
             + ". Mixing answers of two builds would corrupt the tournament: re-pull the original or start a new run."
         )
-    return serving
 
 
 def _with_retries(config: CollectConfig, fn: Callable[[], Any], sleep: Callable[[float], None], errors: list[str] | None = None):
@@ -368,13 +384,15 @@ def _with_retries(config: CollectConfig, fn: Callable[[], Any], sleep: Callable[
     raise AssertionError("unreachable")
 
 
-def _measure_idle(config: CollectConfig, meter: Meter, log: RecordLog, session: str, model_id: str) -> tuple[float | None, float]:
-    """Idle baseline with ``model_id`` resident (just warmed up), logged."""
+def _measure_idle(config: CollectConfig, meter: Meter, log: RecordLog | Callable[[dict[str, Any]], None], session: str,
+                  model_id: str) -> tuple[float | None, float]:
+    """Idle baseline with ``model_id`` resident (just warmed up), logged (to a RecordLog, or
+    handed to a callable that forwards it)."""
     at = time.monotonic()
     if not meter.measured or config.energy.idle_window_s <= 0:
         return None, at
     idle_w, n = meter.idle_power(config.energy.idle_window_s)
-    log.append({
+    (log if callable(log) else log.append)({
         "type": "idle", "session": session, "time": _now(), "model_id": model_id, "meter": meter.kind,
         "idle_w": idle_w, "n_samples": n, "window_s": config.energy.idle_window_s,
     })
@@ -417,6 +435,17 @@ def run_status(out_dir: str | Path) -> dict[str, Any]:
         m.id: {"done": sum(1 for q in questions if (q["query_id"], m.id) in ok), "failed_records": failed.get(m.id, 0)}
         for m in config.models
     }
+    # `collect run --ray`: each shard's latest session names its host and models
+    per_shard: dict[str, dict[str, Any]] = {}
+    for r in contents.records:
+        if r.get("type") == "session" and r.get("shard"):
+            per_shard[r["shard"]] = {"host": r.get("host"), "models": r.get("shard_models", []), "answered": 0}
+    for r in contents.records:
+        if r.get("type") == "call" and r.get("status") == "ok" and r.get("shard") in per_shard:
+            per_shard[r["shard"]]["answered"] += 1
+    for row in per_shard.values():
+        row["done"] = sum(per_model[m]["done"] for m in row["models"] if m in per_model)
+        row["total"] = len(questions) * len(row["models"])
     return {
         "name": config.name,
         "out_dir": str(out_dir),
@@ -429,5 +458,6 @@ def run_status(out_dir: str | Path) -> dict[str, Any]:
         "net_joules": joules,
         "meters": sorted(meters),
         "per_model": per_model,
+        "per_shard": per_shard,
         "torn_tail_bytes": len(contents.torn_tail),
     }

@@ -6,6 +6,13 @@ through ``FitContext.step_hooks``), ``act_batch`` on the held-out split, and sco
 ``RoutingEnv.evaluate`` under one common reward. Every fixed model of the pool is added as a
 row ("always <model>"), computed directly from the table.
 
+Cells and executors: the unit of work is one cell (agent x seed), ``run_cell``, a top-level
+function an executor runs in this process, a spawned process pool or Ray tasks
+(``routing_gym.eval.executors``; ``CompareConfig.executor``). With an output folder each
+finished cell is saved under ``cells/`` as it arrives, keyed by a fingerprint of what decides
+it, and a rerun reuses the saved cells and runs only the missing ones; the table is built from
+the cells in a fixed order, so every executor gives the same table. ``docs/scaling.md``.
+
 Robustness: an action outside ``[0, K)`` (or a non-integer one) is charged the invalid
 penalty and counted; an agent that raises is reported with a traceback summary and the
 others still finish.
@@ -28,13 +35,17 @@ becomes a column ``overhead_<name>`` (``fit_overhead_<name>``). compare always m
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import math
+import os
+import re
 import sys
 import time
 import traceback
 import warnings
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -46,9 +57,11 @@ from routing_gym.envs import ObservationBatch, Reward, RoutingEnv
 from routing_gym.envs.rewards import DEFAULT_COEFFICIENTS, DEFAULT_INVALID_PENALTY
 from routing_gym.errors import RoutingGymError, UnknownNameError
 from routing_gym.eval import hull as fixed_hull
-from routing_gym.eval.metrics import PolicyMetrics, policy_metrics
+from routing_gym.eval.executors import DEFAULT_MAX_RETRIES, Lost, Task, check_executor, run_tasks
+from routing_gym.eval.metrics import BenchmarkMetrics, PolicyMetrics, policy_metrics
 from routing_gym.eval.pareto import hypervolume, pareto_front
 from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval, seed_spread
+from routing_gym.plugins import import_user_module
 from routing_gym.tournament import Tournament
 
 # The default set: every Table 2 baseline that trains in seconds on 2 cores. Names not
@@ -103,6 +116,12 @@ class CompareConfig:
     bootstrap_seed: int = 0
     # None: a tqdm bar on a terminal, one line per finished run on stderr otherwise
     progress: bool | None = None
+    # where cells run (``routing_gym.eval.executors``); none of these changes any number
+    executor: str = "local"  # local | process | ray
+    workers: int | None = None  # process pool size / local Ray CPUs (None: every CPU)
+    ray_address: str | None = None  # None: RAY_ADDRESS, else a local Ray
+    max_retries: int = DEFAULT_MAX_RETRIES  # further attempts of a cell whose worker process died
+    imports: Sequence[str] = ()  # modules every worker imports first (e.g. ones registering agents)
 
     @property
     def seed_list(self) -> list[int]:
@@ -122,6 +141,10 @@ class CompareConfig:
             raise RoutingGymError(f"n_bootstrap (--bootstrap) must be >= {MIN_BOOTSTRAP}, got {self.n_bootstrap}")
         if not 0 < self.confidence < 1:
             raise RoutingGymError(f"confidence must be in (0, 1), got {self.confidence}")
+        if self.workers is not None and self.workers < 1:
+            raise RoutingGymError(f"workers (--workers) must be >= 1, got {self.workers}")
+        if self.max_retries < 0:
+            raise RoutingGymError(f"max_retries (--max-retries) must be >= 0, got {self.max_retries}")
         for name, kwargs in self.agent_kwargs.items():
             if not isinstance(kwargs, dict):
                 raise RoutingGymError(f"agent_kwargs (--agent-kwargs) for {name!r}: expected an object of keyword "
@@ -215,6 +238,7 @@ class CompareResult:
             "hypervolume_reference": self.pareto["reference"],
             "hull": HULL_RULE,
             "warnings": self.warnings,
+            "executor": c.executor,
             "elapsed_s": self.elapsed_s,
         }
 
@@ -243,48 +267,243 @@ def resolve_agent_names(agents: Sequence[str] | None, has_output_text: bool = Fa
     return names
 
 
-def run_compare(config: CompareConfig) -> CompareResult:
+def run_compare(config: CompareConfig, out_dir: str | Path | None = None) -> CompareResult:
     """Run every method x seed and aggregate; never raises for a failing agent.
+
+    Cells (agent x seed) run on ``config.executor``. With ``out_dir`` each finished cell is
+    saved to ``<out_dir>/cells/`` as it arrives, and a rerun loads the saved cells whose
+    fingerprint matches and runs only the others.
 
     Bad settings (seeds, bootstrap count, agent names, agent kwargs, splits, reward) raise
     ``RoutingGymError`` before any agent trains."""
-    from routing_gym.sources import resolve_tournament
+    job = CompareJob(config, out_dir)
+    run_jobs([job], config.executor, workers=config.workers, max_retries=config.max_retries,
+             ray_address=config.ray_address, progress=config.progress)
+    return job.result()
 
-    start = time.perf_counter()
-    config.check()
-    seeds = config.seed_list
-    t = resolve_tournament(config.tournament)
-    names = resolve_agent_names(config.agents, has_output_text=t.output_text is not None)
-    check_agent_kwargs(config.agent_kwargs, names)
-    reward = Reward(config.reward, dict(config.coefficients), config.invalid_penalty)
-    t.split_rows(config.train_split)  # fail early, naming the splits, before any agent trains
-    notes = []
-    if config.train_split == config.test_split:
-        notes.append(f"trained and tested on the same split {config.test_split!r}: every number is in-sample")
-        warnings.warn(notes[-1], stacklevel=2)
-    env = RoutingEnv(
-        tournament=t, split=config.test_split, reward=reward.name, coefficients=reward.coefficients,
+
+@dataclass(frozen=True)
+class CellSettings:
+    """Everything one cell needs besides the tournament (small: shipped with each task)."""
+
+    reward: Reward
+    train_split: str
+    test_split: str
+    agent_kwargs: dict[str, Any]  # this cell's agent only
+    imports: tuple[str, ...] = ()  # modules to import first (e.g. ones that register agents)
+
+
+def run_cell(t: Tournament, settings: CellSettings, name: str, seed: int) -> RunRecord:
+    """One agent x seed, trained and scored: the unit an executor runs (top-level, picklable)."""
+    from routing_gym_agents.registry import load_plugins
+
+    load_plugins()  # a fresh worker process has registered nothing yet
+    for module in settings.imports:
+        import_user_module(module)
+    reward = settings.reward
+    env = _scoring_env(t, settings.test_split, reward)
+    return _run_agent(name, seed, settings, t, _Scorer(t, env, reward))
+
+
+def _scoring_env(t: Tournament, split: str, reward: Reward) -> RoutingEnv:
+    return RoutingEnv(
+        tournament=t, split=split, reward=reward.name, coefficients=reward.coefficients,
         invalid_penalty=reward.invalid_penalty, invalid_action="penalize", order="sequential",
     )
-    scorer = _Scorer(t, env, reward)
 
-    runs: list[RunRecord] = []
-    if config.fixed_models:
-        for k, model_id in enumerate(t.model_ids):
-            runs.append(scorer.record(f"{FIXED_PREFIX}{model_id}", None, "fixed-model", np.full(len(env.rows), k),
-                                      fit_s=math.nan, act_s=math.nan))  # nothing to train or time
-    tasks = [(name, seed) for name in names for seed in seeds]
-    progress = _Progress(len(tasks), config.progress)
-    for name, seed in tasks:
-        progress.start(name, seed)
-        runs.append(_run_agent(name, seed, config, t, reward, scorer))
-        progress.done(runs[-1])
-    progress.close()
 
-    result = _aggregate(config, t, reward, env.rows, runs)
-    result.warnings = notes
-    result.elapsed_s = time.perf_counter() - start
-    return result
+class CompareJob:
+    """One comparison, prepared: settings checked, fixed-model rows computed, saved cells
+    loaded; ``tasks()`` are the cells left to run, ``accept`` takes each finished one (and
+    saves it), ``result()`` aggregates."""
+
+    def __init__(self, config: CompareConfig, out_dir: str | Path | None = None, label: str = ""):
+        from routing_gym.sources import resolve_tournament
+
+        self.start = time.perf_counter()
+        self.config, self.label = config, label
+        config.check()
+        check_executor(config.executor)
+        for module in config.imports:  # agents registered by these modules are checked below
+            import_user_module(module)
+        seeds = config.seed_list
+        t = resolve_tournament(config.tournament)
+        names = resolve_agent_names(config.agents, has_output_text=t.output_text is not None)
+        check_agent_kwargs(config.agent_kwargs, names)
+        self.reward = reward = Reward(config.reward, dict(config.coefficients), config.invalid_penalty)
+        t.split_rows(config.train_split)  # fail early, naming the splits, before any agent trains
+        self.notes = []
+        if config.train_split == config.test_split:
+            self.notes.append(f"trained and tested on the same split {config.test_split!r}: every number is in-sample")
+            warnings.warn(self.notes[-1], stacklevel=3)
+        self.tournament = t
+        env = _scoring_env(t, config.test_split, reward)
+        self.test_rows = env.rows
+        self.fixed_runs: list[RunRecord] = []
+        if config.fixed_models:
+            scorer = _Scorer(t, env, reward)
+            for k, model_id in enumerate(t.model_ids):
+                self.fixed_runs.append(scorer.record(f"{FIXED_PREFIX}{model_id}", None, "fixed-model",
+                                                     np.full(len(env.rows), k), fit_s=math.nan, act_s=math.nan))
+        self.cells = [(name, seed) for name in names for seed in seeds]
+        self.settings = {name: CellSettings(reward, config.train_split, config.test_split,
+                                            dict(config.agent_kwargs.get(name, {})), tuple(config.imports))
+                         for name in names}
+        self.fingerprints = {cell: cell_fingerprint(t, self.settings[cell[0]], *cell) for cell in self.cells}
+        self.cells_dir = Path(out_dir) / CELLS_DIR if out_dir is not None else None
+        self.records: dict[tuple[str, int], RunRecord] = {}
+        if self.cells_dir is not None:
+            for cell in self.cells:
+                record = load_cell(self.cells_dir, *cell, self.fingerprints[cell])
+                if record is not None:
+                    self.records[cell] = record
+
+    @property
+    def group(self) -> str:
+        """The payload key: cells of every job on one tournament share one shipped copy."""
+        return self.tournament.fingerprint
+
+    def tasks(self) -> list[Task]:
+        return [Task(f"{self.label}{name}-{seed}", self.group, (self.settings[name], name, seed), agent_resources(name))
+                for name, seed in self.cells if (name, seed) not in self.records]
+
+    def accept(self, task: Task, value: RunRecord | Lost) -> RunRecord:
+        _, name, seed = task.args
+        if isinstance(value, Lost):
+            value = _failed_record(name, seed, value.error)
+        self.records[(name, seed)] = value
+        if self.cells_dir is not None and value.status == "ok":  # a failed cell is run again by a rerun
+            save_cell(self.cells_dir, value, self.fingerprints[(name, seed)])
+        return value
+
+    def result(self) -> CompareResult:
+        missing = [cell for cell in self.cells if cell not in self.records]
+        if missing:
+            raise RoutingGymError(f"{len(missing)} cell(s) have no result yet, e.g. {missing[0]}")
+        runs = self.fixed_runs + [self.records[cell] for cell in self.cells]  # table order, whatever ran first
+        result = _aggregate(self.config, self.tournament, self.reward, self.test_rows, runs)
+        result.warnings = list(self.notes)
+        result.elapsed_s = time.perf_counter() - self.start
+        return result
+
+
+def run_jobs(jobs: Sequence[CompareJob], executor: str = "local", *, workers: int | None = None,
+             max_retries: int = DEFAULT_MAX_RETRIES, ray_address: str | None = None,
+             progress: bool | None = None) -> None:
+    """Run the missing cells of every job on one executor (one pool for the whole grid),
+    handing each finished cell to its job as it arrives."""
+    owner = {}
+    tasks: list[Task] = []
+    for job in jobs:
+        for task in job.tasks():
+            owner[task.key] = job
+            tasks.append(task)
+    total = sum(len(job.cells) for job in jobs)
+    saved = total - len(tasks)
+    bar = _Progress(len(tasks), progress)
+    if saved and bar.enabled:
+        print(f"compare: {saved} of {total} cells already saved (resumed); running the other {len(tasks)}",
+              file=sys.stderr, flush=True)
+    payloads = {job.group: job.tournament for job in jobs}
+    try:
+        for task, value in run_tasks(run_cell, payloads, tasks, executor, workers=workers,
+                                     max_retries=max_retries, ray_address=ray_address):
+            job = owner[task.key]
+            bar.done(job.accept(task, value), job.label)
+    finally:
+        bar.close()
+
+
+def _failed_record(name: str, seed: int, error: str) -> RunRecord:
+    from routing_gym_agents.registry import AGENTS
+
+    cls = AGENTS[name][0]
+    return RunRecord(name, seed, "agent", "failed", feedback=str(getattr(cls, "feedback", "")),
+                     deployable=not getattr(cls, "privileged", frozenset()), error=error)
+
+
+def agent_resources(name: str) -> dict[str, float]:
+    """What a cell of agent ``name`` asks an executor for: the class's ``ray_resources``
+    (the text controller asks for a GPU), else one CPU."""
+    from routing_gym_agents.registry import AGENTS, load_plugins
+
+    load_plugins()
+    return dict(getattr(AGENTS[name][0], "ray_resources", None) or {"num_cpus": 1.0})
+
+
+# ---------------------------------------------------------------------- saved cells
+CELLS_DIR = "cells"
+_CELL_FORMAT = 1
+
+
+def cell_fingerprint(t: Tournament, settings: CellSettings, name: str, seed: int) -> str:
+    """What decides a cell's result: tournament content, reward, splits, agent, kwargs, seed."""
+    from routing_gym import __version__
+
+    blob = json.dumps({
+        "format": _CELL_FORMAT, "routing_gym": __version__, "tournament": t.fingerprint,
+        "reward": [settings.reward.name, settings.reward.coefficients, settings.reward.invalid_penalty],
+        "splits": [settings.train_split, settings.test_split], "agent": name, "kwargs": settings.agent_kwargs,
+        "imports": list(settings.imports), "seed": seed,
+    }, sort_keys=True, default=repr)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def _cell_stem(name: str, seed: int) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) + f"-{seed}"
+
+
+def save_cell(cells_dir: Path, record: RunRecord, fingerprint: str) -> Path:
+    """``<stem>.npz`` (per-query arrays, regret) then ``<stem>.json`` (everything else); both
+    written to a temporary name and renamed, the JSON last, so a JSON file means a whole cell."""
+    cells_dir.mkdir(parents=True, exist_ok=True)
+    stem = _cell_stem(record.method, int(record.seed))
+    arrays = {f"per_query__{k}": v for k, v in record.per_query.items()}
+    arrays["fingerprint"] = np.array(fingerprint)  # pairs the arrays with their JSON (a crash may split them)
+    if record.regret is not None:
+        arrays["regret"] = record.regret
+    _write_atomic(cells_dir / f"{stem}.npz", lambda handle: np.savez(handle, **arrays))
+    meta = {
+        "fingerprint": fingerprint, "method": record.method, "seed": record.seed, "kind": record.kind,
+        "status": record.status, "feedback": record.feedback, "deployable": record.deployable,
+        "fit_s": record.fit_s, "act_s": record.act_s, "overhead": record.overhead,
+        "metrics": record.metrics.to_dict() if record.metrics is not None else None,
+    }
+    text = json.dumps(meta, indent=1, default=lambda v: v.item() if isinstance(v, np.generic) else repr(v))
+    return _write_atomic(cells_dir / f"{stem}.json", lambda handle: handle.write(text.encode()))
+
+
+def load_cell(cells_dir: Path, name: str, seed: int, fingerprint: str) -> RunRecord | None:
+    """The saved cell, or None when it is missing, partial, or from other settings."""
+    stem = _cell_stem(name, seed)
+    try:
+        meta = json.loads((cells_dir / f"{stem}.json").read_text())
+        with np.load(cells_dir / f"{stem}.npz") as data:
+            arrays = {k: data[k] for k in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return None
+    if (meta.get("fingerprint") != fingerprint or str(arrays.get("fingerprint")) != fingerprint
+            or meta.get("method") != name or meta.get("seed") != seed or meta.get("status") != "ok"):
+        return None
+    metrics = dict(meta["metrics"])
+    metrics.pop("invalid_rate", None)
+    metrics["per_benchmark"] = [BenchmarkMetrics(**b) for b in metrics["per_benchmark"]]
+    return RunRecord(
+        name, seed, meta["kind"], meta["status"], feedback=meta["feedback"], deployable=meta["deployable"],
+        fit_s=meta["fit_s"], act_s=meta["act_s"], metrics=PolicyMetrics(**metrics),
+        per_query={k.removeprefix("per_query__"): v for k, v in arrays.items() if k.startswith("per_query__")},
+        regret=arrays.get("regret"), overhead=meta["overhead"],
+    )
+
+
+def _write_atomic(path: Path, write: Any) -> Path:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as handle:
+        write(handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    return path
 
 
 def check_agent_kwargs(agent_kwargs: dict[str, dict[str, Any]], names: Sequence[str]) -> None:
@@ -324,8 +543,9 @@ def _constructor_keywords(cls: type) -> list[str]:
 
 
 class _Progress:
-    """A tqdm bar on a terminal; otherwise one line per finished run on stderr, so a log
-    file or a pipe shows how far a long comparison is. ``enabled=False`` prints nothing."""
+    """A tqdm bar on a terminal; otherwise one line per finished cell on stderr (in the order
+    cells finish), so a log file or a pipe shows how far a long comparison is.
+    ``enabled=False`` prints nothing."""
 
     def __init__(self, total: int, enabled: bool | None):
         self.total, self.count, self.tic = total, 0, time.perf_counter()
@@ -336,19 +556,17 @@ class _Progress:
 
             self.bar = tqdm(total=total, desc="compare", unit="run")
 
-    def start(self, name: str, seed: int) -> None:
-        self.tic = time.perf_counter()
-        if self.bar is not None:
-            self.bar.set_postfix_str(f"{name} seed {seed}")
-
-    def done(self, record: RunRecord) -> None:
+    def done(self, record: RunRecord, label: str = "") -> None:
         self.count += 1
         if self.bar is not None:
+            self.bar.set_postfix_str(f"{label}{record.method} seed {record.seed}")
             self.bar.update()
         elif self.enabled:
             status = "ok" if record.status == "ok" else f"FAILED ({record.error[:120]})"
-            print(f"compare: [{self.count}/{self.total}] {record.method} seed {record.seed}: {status} in "
-                  f"{time.perf_counter() - self.tic:.1f} s", file=sys.stderr, flush=True)
+            # the cell's own fit + act time (cells may run side by side), then the run's wall time
+            print(f"compare: [{self.count}/{self.total}] {label}{record.method} seed {record.seed}: {status} in "
+                  f"{record.fit_s + record.act_s:.1f} s ({time.perf_counter() - self.tic:.0f} s since start)",
+                  file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -370,7 +588,7 @@ class _Scorer:
         return RunRecord(method, seed, kind, "ok", metrics=metrics, per_query=per_query, **extra)
 
 
-def _run_agent(name: str, seed: int, config: CompareConfig, t: Tournament, reward: Reward, scorer: _Scorer) -> RunRecord:
+def _run_agent(name: str, seed: int, settings: CellSettings, t: Tournament, scorer: _Scorer) -> RunRecord:
     from routing_gym_agents import FitContext, make_agent
     from routing_gym_agents.registry import AGENTS
 
@@ -383,10 +601,10 @@ def _run_agent(name: str, seed: int, config: CompareConfig, t: Tournament, rewar
 
     fit_s = act_s = 0.0
     try:
-        agent = make_agent(name, **config.agent_kwargs.get(name, {}))
+        agent = make_agent(name, **settings.agent_kwargs)
         # Privileges are granted exactly as declared, and the row is labelled by them.
         meta["deployable"] = agent.deployable
-        ctx = FitContext(tournament=t, reward=reward, train_split=config.train_split, seed=seed,
+        ctx = FitContext(tournament=t, reward=settings.reward, train_split=settings.train_split, seed=seed,
                          step_hooks=[log_regret], progress=False, grants=agent.privileged)
         tic = time.perf_counter()
         logs = agent.fit(ctx) or {}
