@@ -47,7 +47,7 @@ from typing import Any, Sequence
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from routing_gym.envs.observation import QUESTION_KEYS, ObservationBatch
+from routing_gym.envs.observation import ObservationBatch
 from routing_gym.errors import RoutingGymError, UnknownNameError
 
 FEATURE_KINDS = ("tfidf-svd", "tfidf", "hashing", "benchmark", "lm", "sentence-transformers")

@@ -203,6 +203,9 @@ def test_bandit_regret_is_logged(outputs, tournament):
     runs = [r for r in result.runs if r.method == "ext-greedy"]
     assert all(r.regret is not None and len(r.regret) == n_train for r in runs)
     assert curve["mean"][-1] == pytest.approx(np.mean([r.regret.sum() for r in runs]))
+    # collapse tracking came with the env's step hooks too: the test agent has no code for it
+    assert all(r.collapse is not None and r.collapse["n_steps"] == n_train for r in runs)
+    assert all(r.collapse is None for r in result.runs if r.method == "ext-const")  # no online decisions
 
 
 def test_invalid_actions_are_charged_and_counted(outputs, tournament):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from routing_gym.collect.config import CollectConfig, ShardSpec, config_from_dict
+from routing_gym.collect.config import CollectConfig, config_from_dict
 from routing_gym.collect.errors import BackendError, CollectError, ModelUnavailable
 from routing_gym.collect.records import SCHEMA_VERSION, RecordLog
 from routing_gym.collect.runner import (

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import numpy as np
 from gymnasium import spaces
 
 from routing_gym.envs.replay import ReplayEnv, RoutingConfig

@@ -56,7 +56,9 @@ import pandas as pd
 from routing_gym.envs import ObservationBatch, Reward, RoutingEnv
 from routing_gym.envs.rewards import DEFAULT_COEFFICIENTS, DEFAULT_INVALID_PENALTY
 from routing_gym.errors import RoutingGymError, UnknownNameError
+from routing_gym.eval.jsonsafe import strict_json
 from routing_gym.eval import hull as fixed_hull
+from routing_gym.eval.collapse import CollapseTracker
 from routing_gym.eval.executors import DEFAULT_MAX_RETRIES, Lost, Task, check_executor, run_tasks
 from routing_gym.eval.metrics import BenchmarkMetrics, PolicyMetrics, policy_metrics
 from routing_gym.eval.pareto import hypervolume, pareto_front
@@ -90,6 +92,7 @@ PER_QUERY = ("correct", "energy_j", "latency_s", "mean_power_w", "rewards")
 _CI_METRICS = {"accuracy": "correct", "mean_energy_j": "energy_j", "mean_latency_s": "latency_s",
                "mean_power_w": "mean_power_w", "mean_reward": "rewards"}
 _CURVE_POINTS = 200  # regret curves are stored in results.json downsampled to this many points
+COLLAPSE_WINDOW = 200  # online decisions per collapse window (threshold: the tracker's default)
 MIN_BOOTSTRAP = 10
 HULL_RULE = ("upper, non-decreasing concave hull of the fixed models' (mean J, accuracy) on the test split: what "
              "randomly mixing fixed models reaches; routing gain = accuracy - hull accuracy at the method's mean J (pp), "
@@ -166,6 +169,7 @@ class RunRecord:
     metrics: PolicyMetrics | None = None
     per_query: dict[str, np.ndarray] = field(default_factory=dict)
     regret: np.ndarray | None = None  # instantaneous regret of each online training decision
+    collapse: dict[str, Any] | None = None  # CollapseTracker.summary() of the online decisions
     overhead: dict[str, float] = field(default_factory=dict)
     error: str = ""
     traceback: list[str] = field(default_factory=list)
@@ -181,6 +185,8 @@ class RunRecord:
         if self.regret is not None:
             data["online_steps"] = int(len(self.regret))
             data["final_cumulative_regret"] = float(self.regret.sum())
+        if self.collapse is not None:
+            data["collapse"] = self.collapse
         if self.status != "ok":
             data.update(error=self.error, traceback=self.traceback)
         return data
@@ -466,7 +472,7 @@ def save_cell(cells_dir: Path, record: RunRecord, fingerprint: str) -> Path:
     meta = {
         "fingerprint": fingerprint, "method": record.method, "seed": record.seed, "kind": record.kind,
         "status": record.status, "feedback": record.feedback, "deployable": record.deployable,
-        "fit_s": record.fit_s, "act_s": record.act_s, "overhead": record.overhead,
+        "fit_s": record.fit_s, "act_s": record.act_s, "overhead": record.overhead, "collapse": record.collapse,
         "metrics": record.metrics.to_dict() if record.metrics is not None else None,
     }
     text = json.dumps(meta, indent=1, default=lambda v: v.item() if isinstance(v, np.generic) else repr(v))
@@ -492,7 +498,7 @@ def load_cell(cells_dir: Path, name: str, seed: int, fingerprint: str) -> RunRec
         name, seed, meta["kind"], meta["status"], feedback=meta["feedback"], deployable=meta["deployable"],
         fit_s=meta["fit_s"], act_s=meta["act_s"], metrics=PolicyMetrics(**metrics),
         per_query={k.removeprefix("per_query__"): v for k, v in arrays.items() if k.startswith("per_query__")},
-        regret=arrays.get("regret"), overhead=meta["overhead"],
+        regret=arrays.get("regret"), overhead=meta["overhead"], collapse=meta.get("collapse"),
     )
 
 
@@ -595,6 +601,9 @@ def _run_agent(name: str, seed: int, settings: CellSettings, t: Tournament, scor
     cls = AGENTS[name][0]
     meta = dict(feedback=str(getattr(cls, "feedback", "")), deployable=not getattr(cls, "privileged", frozenset()))
     regret: list[float] = []
+    # Both ride on the training env's step hooks (FitContext.make_env): every bandit-feedback
+    # agent, a user's own too, gets a regret curve and collapse tracking with no code of its own.
+    tracker = CollapseTracker(n_models=t.n_models, model_ids=list(t.model_ids), window=COLLAPSE_WINDOW)
 
     def log_regret(step: int, action: int, value: float, info: dict[str, Any]) -> None:
         regret.append(float(info.get("oracle_reward", math.nan)) - float(value))
@@ -605,7 +614,7 @@ def _run_agent(name: str, seed: int, settings: CellSettings, t: Tournament, scor
         # Privileges are granted exactly as declared, and the row is labelled by them.
         meta["deployable"] = agent.deployable
         ctx = FitContext(tournament=t, reward=settings.reward, train_split=settings.train_split, seed=seed,
-                         step_hooks=[log_regret], progress=False, grants=agent.privileged)
+                         step_hooks=[log_regret, tracker], progress=False, grants=agent.privileged)
         tic = time.perf_counter()
         logs = agent.fit(ctx) or {}
         fit_s = time.perf_counter() - tic
@@ -619,7 +628,8 @@ def _run_agent(name: str, seed: int, settings: CellSettings, t: Tournament, scor
         curve = np.asarray(regret if regret else logs.get("regret", []), dtype=np.float64)
         return scorer.record(
             name, seed, "agent", actions, fit_s=fit_s, act_s=act_s,
-            regret=curve if curve.size else None, overhead=_read_overhead(agent, logs, len(batch)), **meta,
+            regret=curve if curve.size else None, overhead=_read_overhead(agent, logs, len(batch)),
+            collapse=strict_json(tracker.summary()) if tracker.n_steps else None, **meta,
         )
     except Exception as exc:  # one agent's bug must not sink the comparison
         frames = traceback.extract_tb(exc.__traceback__)[-4:]
@@ -845,6 +855,8 @@ def write_outputs(result: CompareResult, out_dir: str | Path, plots: bool = True
             entry.update(r.metrics.scalars())
             entry.update({f"share_{m}": v for m, v in r.metrics.selection.items()})
         entry.update(r.overhead)
+        if r.collapse is not None:  # online agents: did training collapse onto one model, and when
+            entry.update({f"collapse_{k}": r.collapse[k] for k in ("collapsed", "collapse_step", "collapsed_onto", "final_top1_share")})
         per_seed.append(entry)
     pd.DataFrame(per_seed).to_csv(paths["per_seed.csv"], index=False)
     pd.DataFrame(result.per_benchmark).to_csv(paths["per_benchmark.csv"], index=False)
@@ -860,7 +872,7 @@ def write_outputs(result: CompareResult, out_dir: str | Path, plots: bool = True
         "runs": [r.to_dict() for r in result.runs],
         "failures": [r.to_dict() for r in result.failures],
     }
-    paths["results.json"].write_text(json.dumps(_strict_json(payload), indent=1, allow_nan=False))
+    paths["results.json"].write_text(json.dumps(strict_json(payload), indent=1, allow_nan=False))
     paths["table.md"].write_text(markdown_report(result))
     if plots:
         from routing_gym.eval.plots import plot_pareto, plot_regret, plot_selection
@@ -876,19 +888,6 @@ def _downsample(curve: dict[str, Any]) -> dict[str, Any]:
     length = len(curve["steps"])
     idx = np.unique(np.linspace(0, length - 1, min(length, _CURVE_POINTS)).round().astype(int)) if length else np.array([], int)
     return {k: (np.round(v[idx], 4).tolist() if isinstance(v, np.ndarray) else v) for k, v in curve.items()}
-
-
-def _strict_json(value: Any) -> Any:
-    """Plain Python values with NaN/inf as null: strict JSON that every reader accepts."""
-    if isinstance(value, dict):
-        return {str(k): _strict_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [_strict_json(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 # ---------------------------------------------------------------------- Markdown

@@ -41,6 +41,7 @@ import pandas as pd
 from routing_gym.envs import ObservationBatch, Reward
 from routing_gym.envs.rewards import DEFAULT_INVALID_PENALTY
 from routing_gym.errors import RoutingGymError
+from routing_gym.eval.jsonsafe import strict_json
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.pareto import pareto_front
 from routing_gym.eval.scoring import score_actions
@@ -452,22 +453,11 @@ def write_frontier_outputs(result: FrontierResult, out_dir: str | Path, plots: b
     pd.DataFrame([{"agent": c.agent, **d} for c in result.curves for d in c.dominance]).to_csv(paths["dominance.csv"], index=False)
     payload = {"settings": result.settings(), "hull": result.hull, "fixed_models": result.fixed.to_dict(orient="records"),
                "curves": [c.to_dict() for c in result.curves]}
-    paths["frontier.json"].write_text(json.dumps(_strict_json(payload), indent=1, allow_nan=False))
+    paths["frontier.json"].write_text(json.dumps(strict_json(payload), indent=1, allow_nan=False))
     paths["table.md"].write_text(markdown_report(result))
     if plots:
         paths["frontier.png"] = plot_frontier(result, out / "frontier.png")
     return paths
-
-
-def _strict_json(value: Any) -> Any:
-    """NaN / inf as null, numpy scalars as Python ones."""
-    if isinstance(value, dict):
-        return {str(k): _strict_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [_strict_json(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def _ci(value: float, low: float | None, high: float | None, fmt: str) -> str:
