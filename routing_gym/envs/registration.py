@@ -29,6 +29,8 @@ PRESET_IDS = {
     "two-model": "RoutingGym/TwoModel-v0",
     "collapse-prone": "RoutingGym/CollapseProne-v0",
     "many-models": "RoutingGym/ManyModels-v0",
+    "specialist-pool": "RoutingGym/SpecialistPool-v0",
+    "specialist-pool-large": "RoutingGym/SpecialistPoolLarge-v0",
 }
 ENTRY_POINTS = {
     REPLAY_ID: "routing_gym.envs.routing_env:RoutingEnv",
