@@ -12,13 +12,13 @@ Parts (each writes ``<part>.md`` and ``<part>.json`` under ``--out``; ``--parts`
 - ``size``: routing gain against training-set size on ``specialist-pool-large`` (one fixed
   7,397-query test split; the first n training queries), and the crossover: the smallest size
   at which each agent's gain interval lies above 0.
-- ``real``: routing gain of the default agents (tfidf-svd) and of knn / linucb / uniroute on e5
-  features on paper-pool, zeroeval-math and llmrouter.
+- ``real``: routing gain of the default agents (tfidf-svd) on paper-pool, zeroeval-math and llmrouter.
+- ``e5``: routing gain of knn / linucb / uniroute with e5 vs tfidf-svd features on the same three.
 
 e5 embeddings are cached on disk by content (``routing_gym.features.E5Store``): a tournament is
-embedded once. On llmrouter the e5 comparisons use a seeded 1,500-query subsample of its 5,608
-training queries (both feature kinds alike), because embedding costs ~0.1-0.3 s per question on
-the shared cores here.
+embedded once. The e5 comparisons train on a seeded 1,000-query subsample of each training split
+(test splits whole; both feature kinds alike), because embedding cost ~0.25 s per question on the
+shared cores here.
 
     OMP_NUM_THREADS=1 ROUTING_GYM_DATA_DIR=../shared/data python experiments/routing_gain_study.py
 """
@@ -49,7 +49,7 @@ TRAIN_SIZES = (250, 500, 1000, 2000, 4000, 8000, 16603)
 SIZE_AGENTS = ("knn", "epsilon-greedy", "thompson", "uniroute")
 E5_AGENTS = ("knn", "linucb", "uniroute")
 REAL = ("paper-pool", "zeroeval-math", "llmrouter")
-E5_TRAIN_CAP = 1500
+E5_TRAIN_CAP = 1000
 FEATURE_DIM = 64
 
 
@@ -58,8 +58,8 @@ def log(message: str) -> None:
 
 
 def e5_tournament(name: str) -> Tournament:
-    """The tournament the e5 comparisons use: the whole one, except llmrouter's training split
-    capped at ``E5_TRAIN_CAP`` seeded queries (its test split whole)."""
+    """The tournament the e5 comparisons use: the training split capped at ``E5_TRAIN_CAP``
+    seeded queries, the test split whole."""
     t = resolve_tournament(name)
     train = t.split_rows("train")
     if len(train) <= E5_TRAIN_CAP:
@@ -152,9 +152,9 @@ def part_features(args: argparse.Namespace) -> tuple[str, Any]:
         results[name]["n_test"] = int(len(t.split_rows("test")))
         log(f"features {name}: {results[name]}")
     lines = ["# Held-out P(correct) AUC: e5 vs tfidf-svd", "",
-             f"Per model, a logistic regression on {FEATURE_DIM} text columns + the benchmark one-hot, fitted on the "
-             "training split, scored on the test split; the mean over models (derived). llmrouter: a seeded "
-             f"{E5_TRAIN_CAP}-query subsample of its training split (both kinds alike).", "",
+             f"Per model, a logistic regression on {FEATURE_DIM} text columns + the benchmark one-hot, fitted on a "
+             f"seeded {E5_TRAIN_CAP}-query subsample of the training split (both kinds alike), scored on the whole test "
+             "split; the mean over models (derived).", "",
              "| Tournament | Train / test | Benchmark only | tfidf-svd | e5 |", "|---|---:|---:|---:|---:|"]
     for name, r in results.items():
         lines.append(f"| {name} | {r['n_train']} / {r['n_test']} | {r['tfidf-svd']['benchmark_only']:.3f} | "
@@ -169,8 +169,9 @@ def part_signal(args: argparse.Namespace) -> tuple[str, Any]:
         table[signal] = gain_rows(compare(t, ("random", "oracle", *LEARNED), args.seeds, args.bootstrap))
         log(f"signal {signal}: " + ", ".join(f"{r['method']} {fmt_gain(r)}" for r in table[signal] if r.get("kind") == "agent"))
     agents = [r["method"] for r in table[SIGNALS[0]] if r.get("kind") == "agent"]
+    n_train, n_test = (len(t.split_rows(split)) for split in ("train", "test"))
     lines = ["# Routing gain against specialization_signal (specialist-pool)", "",
-             f"specialist-pool (6,000 queries, 4,151 train / 1,849 test), {args.seeds} seeds per agent; routing gain in pp "
+             f"specialist-pool ({t.n_queries:,} queries, {n_train:,} train / {n_test:,} test), {args.seeds} seeds per agent; routing gain in pp "
              "over the fixed-model hull at the agent's mean joules, paired 95 % bootstrap interval "
              "(`*`: outside the hull's joule range, compared with the nearest end point). Oracle is not deployable.", "",
              "| Agent | " + " | ".join(f"s = {s:g}" for s in SIGNALS) + " |", "|---|" + "---:|" * len(SIGNALS)]
@@ -218,48 +219,65 @@ def part_size(args: argparse.Namespace) -> tuple[str, Any]:
     for n in TRAIN_SIZES:
         table[n] = gain_rows(compare(with_train_size(t, n), SIZE_AGENTS, 1, args.bootstrap))
         log(f"train size {n}: " + ", ".join(f"{r['method']} {fmt_gain(r)}" for r in table[n] if r.get("kind") == "agent"))
-    crossover = {}
+    return size_report(table, len(t.split_rows("test")))
+
+
+def size_report(table: dict[int, list[dict[str, Any]]], n_test: int) -> tuple[str, Any]:
+    """The size table and each agent's crossover: the smallest training size from which its
+    gain interval lies above 0 at that size and at every larger one."""
+    sizes = sorted(table)
+    crossover: dict[str, int | None] = {}
     for agent in SIZE_AGENTS:
-        above = [n for n in TRAIN_SIZES if next(r for r in table[n] if r["method"] == agent).get("gain_low", -1) > 0]
-        crossover[agent] = above[0] if above else None
+        above = [next(r for r in table[n] if r["method"] == agent).get("gain_low", -1) > 0 for n in sizes]
+        from_here = [n for i, n in enumerate(sizes) if all(above[i:])]
+        crossover[agent] = from_here[0] if from_here else None
     lines = ["# Routing gain against training-set size (specialist-pool-large)", "",
-             f"specialist-pool-large (24,000 queries), one fixed test split of {len(t.split_rows('test'))} queries; the "
-             "agents train on the first n training queries; 1 seed; gain pp [95 % CI] over the fixed-model hull.", "",
-             "| Agent | " + " | ".join(f"n = {n:,}" for n in TRAIN_SIZES) + " | Crossover (first n with CI > 0) |",
-             "|---|" + "---:|" * (len(TRAIN_SIZES) + 1)]
+             f"specialist-pool-large (24,000 queries), one fixed test split of {n_test:,} queries; the agents train on "
+             "the first n training queries; 1 seed; gain pp [95 % CI] over the fixed-model hull. Crossover: the smallest "
+             "n from which the interval lies above 0 at that n and every larger one.", "",
+             "| Agent | " + " | ".join(f"n = {n:,}" for n in sizes) + " | Crossover |",
+             "|---|" + "---:|" * (len(sizes) + 1)]
     for agent in SIZE_AGENTS:
-        cells = [fmt_gain(next(r for r in table[n] if r["method"] == agent)) for n in TRAIN_SIZES]
-        lines.append(f"| {agent} | " + " | ".join(cells) + f" | {crossover[agent] if crossover[agent] else 'none'} |")
-    return "\n".join(lines) + "\n", {"table": {str(k): v for k, v in table.items()}, "crossover": crossover}
+        cells = [fmt_gain(next(r for r in table[n] if r["method"] == agent)) for n in sizes]
+        lines.append(f"| {agent} | " + " | ".join(cells) + f" | {f'{crossover[agent]:,}' if crossover[agent] else 'none'} |")
+    return "\n".join(lines) + "\n", {"table": {str(k): v for k, v in table.items()}, "crossover": crossover, "n_test": n_test}
 
 
 def part_real(args: argparse.Namespace) -> tuple[str, Any]:
-    results: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    results = {name: gain_rows(compare(resolve_tournament(name), ("oracle", "random", *LEARNED), args.seeds, args.bootstrap))
+               for name in REAL}
+    text = gain_tables(
+        "# Routing gain on the shipped and real tournaments (tfidf-svd features)",
+        f"Default agents, {args.seeds} seeds each, full training splits; gain pp over the fixed-model hull at the agent's "
+        "mean joules [paired 95 % CI] (`*`: outside the hull's range, nearest end point).", results)
+    return text, results
+
+
+def part_e5(args: argparse.Namespace) -> tuple[str, Any]:
+    kwargs = {agent: {"features": "e5", "dim": FEATURE_DIM} for agent in E5_AGENTS}
+    results = {}
     for name in REAL:
-        default = gain_rows(compare(resolve_tournament(name), ("oracle", "random", *LEARNED), args.seeds, args.bootstrap))
-        kwargs = {agent: {"features": "e5", "dim": FEATURE_DIM} for agent in E5_AGENTS}
-        e5_t = e5_tournament(name)
-        e5 = gain_rows(compare(e5_t, E5_AGENTS, args.seeds, args.bootstrap, agent_kwargs=kwargs), " [e5]")
-        same = e5_t.n_queries == resolve_tournament(name).n_queries
-        tfidf_same = [] if same else gain_rows(compare(e5_t, E5_AGENTS, args.seeds, args.bootstrap), " [tfidf-svd, same subsample]")
-        results[name] = {"default": default, "e5": e5, "tfidf_subsample": tfidf_same}
-        log(f"real {name}: " + ", ".join(f"{r['method']} {fmt_gain(r)}" for rows in results[name].values() for r in rows
-                                          if r.get("kind") == "agent"))
-    lines = ["# Routing gain on the shipped and real tournaments", "",
-             f"{args.seeds} seeds per agent; gain pp over the fixed-model hull at the agent's mean joules [paired 95 % CI] "
-             "(`*`: outside the hull's range, nearest end point). Default agents use tfidf-svd features; `[e5]` rows the "
-             f"e5 kind ({FEATURE_DIM} columns). On llmrouter the e5 rows, and tfidf-svd rows marked `same subsample`, train "
-             f"on a seeded {E5_TRAIN_CAP}-query subsample of the training split.", ""]
-    for name, parts in results.items():
-        lines += [f"## {name}", "", "| Method | Deployable | Accuracy % | Mean J | Routing gain pp [95% CI] |", "|---|---|---:|---:|---:|"]
-        for rows in parts.values():
-            for r in rows:
-                if r.get("kind") != "agent":
-                    continue
-                lines.append(f"| {r['method']} | {'yes' if r['deployable'] else 'no'} | {100 * r['accuracy']:.1f} | "
-                             f"{r['mean_energy_j']:,.1f} | {fmt_gain(r)} |")
+        t = e5_tournament(name)
+        results[name] = (gain_rows(compare(t, E5_AGENTS, args.seeds, args.bootstrap), " [tfidf-svd]")
+                         + gain_rows(compare(t, E5_AGENTS, args.seeds, args.bootstrap, agent_kwargs=kwargs), " [e5]"))
+        log(f"e5 {name}: " + ", ".join(f"{r['method']} {fmt_gain(r)}" for r in results[name] if r.get("kind") == "agent"))
+    text = gain_tables(
+        "# Routing gain with e5 vs tfidf-svd features",
+        f"{', '.join(E5_AGENTS)} with each feature kind ({FEATURE_DIM} text columns), trained on a seeded "
+        f"{E5_TRAIN_CAP}-query subsample of the training split, tested on the whole test split; {args.seeds} seeds; "
+        "gain pp over the fixed-model hull [paired 95 % CI].", results)
+    return text, results
+
+
+def gain_tables(title: str, intro: str, results: dict[str, list[dict[str, Any]]]) -> str:
+    lines = [title, "", intro, ""]
+    for name, rows in results.items():
+        lines += [f"## {name}", "", "| Method | Deployable | Accuracy % | Mean J | Routing gain pp [95% CI] |",
+                  "|---|---|---:|---:|---:|"]
+        lines += [f"| {r['method']} | {'yes' if r['deployable'] else 'no'} | {100 * r['accuracy']:.1f} | "
+                  f"{r['mean_energy_j']:,.1f} | {fmt_gain(r)} |" for r in rows if r.get("kind") == "agent"]
         lines.append("")
-    return "\n".join(lines), results
+    return "\n".join(lines)
 
 
 def part_cost_aware(args: argparse.Namespace) -> tuple[str, Any]:
@@ -273,7 +291,7 @@ def part_cost_aware(args: argparse.Namespace) -> tuple[str, Any]:
 
 
 PARTS = {"calibration": part_calibration, "features": part_features, "signal": part_signal, "size": part_size,
-         "real": part_real, "cost_aware": part_cost_aware}
+         "real": part_real, "e5": part_e5, "cost_aware": part_cost_aware}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -284,5 +284,5 @@ def specialist_pool(n_queries: int = 6000, name: str = "specialist-pool") -> Pro
 
 
 def specialist_pool_large() -> ProceduralConfig:
-    """``specialist-pool`` with 24,000 questions (16,603 train / 7,397 test): +-1 pp resolvable."""
+    """``specialist-pool`` with 24,000 questions (16,605 train / 7,395 test): +-1 pp resolvable."""
     return specialist_pool(24_000, "specialist-pool-large")
