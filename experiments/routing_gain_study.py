@@ -6,7 +6,8 @@ Parts (each writes ``<part>.md`` and ``<part>.json`` under ``--out``; ``--parts`
   correlation, big-from-small AUC) and length AUC, procedural pools vs the real tournaments
   (``routing_gym.sources.specialization.calibration_statistics``).
 - ``features``: held-out P(correct) AUC of a per-model logistic regression on e5 vs tfidf-svd
-  features (64 text columns + benchmark one-hot), on paper-pool, zeroeval-math and llmrouter.
+  features (64 text columns + benchmark one-hot), on paper-pool, zeroeval-math and llmrouter
+  (500-query train and test subsamples, see below).
 - ``signal``: routing gain [95 % CI] of the learned default agents on ``specialist-pool``
   against ``specialization_signal`` (0, 0.25, 0.5, 0.75, 1).
 - ``size``: routing gain against training-set size on ``specialist-pool-large`` (one fixed
@@ -16,8 +17,8 @@ Parts (each writes ``<part>.md`` and ``<part>.json`` under ``--out``; ``--parts`
 - ``e5``: routing gain of knn / linucb / uniroute with e5 vs tfidf-svd features on the same three.
 
 e5 embeddings are cached on disk by content (``routing_gym.features.E5Store``): a tournament is
-embedded once. The e5 comparisons train on a seeded 1,000-query subsample of each training split
-(test splits whole; both feature kinds alike), because embedding cost ~0.25 s per question on the
+embedded once. The e5 comparisons use seeded subsamples of 500 training and 500 test queries of
+each tournament (both feature kinds alike), because embedding cost ~0.25-0.8 s per question on the
 shared cores here.
 
     OMP_NUM_THREADS=1 ROUTING_GYM_DATA_DIR=../shared/data python experiments/routing_gain_study.py
@@ -49,7 +50,7 @@ TRAIN_SIZES = (250, 500, 1000, 2000, 4000, 8000, 16603)
 SIZE_AGENTS = ("knn", "epsilon-greedy", "thompson", "uniroute")
 E5_AGENTS = ("knn", "linucb", "uniroute")
 REAL = ("paper-pool", "zeroeval-math", "llmrouter")
-E5_TRAIN_CAP = 1000
+E5_CAP = 500
 FEATURE_DIM = 64
 
 
@@ -58,14 +59,12 @@ def log(message: str) -> None:
 
 
 def e5_tournament(name: str) -> Tournament:
-    """The tournament the e5 comparisons use: the training split capped at ``E5_TRAIN_CAP``
-    seeded queries, the test split whole."""
+    """The tournament the e5 comparisons use: seeded subsamples of at most ``E5_CAP`` training
+    and ``E5_CAP`` test queries (a prefix of one permutation, so a smaller cap is a subset)."""
     t = resolve_tournament(name)
-    train = t.split_rows("train")
-    if len(train) <= E5_TRAIN_CAP:
-        return t
-    keep = np.sort(np.concatenate([np.random.default_rng(0).choice(train, E5_TRAIN_CAP, replace=False), t.split_rows("test")]))
-    return t.subset(rows=keep)
+    rng = np.random.default_rng(0)
+    keep = [rng.permutation(t.split_rows(split))[:E5_CAP] for split in ("train", "test")]
+    return t.subset(rows=np.sort(np.concatenate(keep)))
 
 
 def gain_rows(result: Any, suffix: str = "") -> list[dict[str, Any]]:
@@ -153,8 +152,8 @@ def part_features(args: argparse.Namespace) -> tuple[str, Any]:
         log(f"features {name}: {results[name]}")
     lines = ["# Held-out P(correct) AUC: e5 vs tfidf-svd", "",
              f"Per model, a logistic regression on {FEATURE_DIM} text columns + the benchmark one-hot, fitted on a "
-             f"seeded {E5_TRAIN_CAP}-query subsample of the training split (both kinds alike), scored on the whole test "
-             "split; the mean over models (derived).", "",
+             f"seeded {E5_CAP}-query subsample of the training split (both kinds alike), scored on a seeded "
+             f"{E5_CAP}-query subsample of the test split; the mean over models (derived).", "",
              "| Tournament | Train / test | Benchmark only | tfidf-svd | e5 |", "|---|---:|---:|---:|---:|"]
     for name, r in results.items():
         lines.append(f"| {name} | {r['n_train']} / {r['n_test']} | {r['tfidf-svd']['benchmark_only']:.3f} | "
@@ -264,7 +263,8 @@ def part_e5(args: argparse.Namespace) -> tuple[str, Any]:
     text = gain_tables(
         "# Routing gain with e5 vs tfidf-svd features",
         f"{', '.join(E5_AGENTS)} with each feature kind ({FEATURE_DIM} text columns), trained on a seeded "
-        f"{E5_TRAIN_CAP}-query subsample of the training split, tested on the whole test split; {args.seeds} seeds; "
+        f"{E5_CAP}-query subsample of the training split, tested on a seeded {E5_CAP}-query subsample of the test "
+        f"split; {args.seeds} seeds; "
         "gain pp over the fixed-model hull [paired 95 % CI].", results)
     return text, results
 

@@ -35,11 +35,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-if TYPE_CHECKING:  # synthetic imports this module; no import cycle at run time
+if TYPE_CHECKING:  # synthetic imports this module, never the other way round
     from routing_gym.sources.synthetic import ProceduralConfig
     from routing_gym.tournament import Tournament
 
@@ -124,8 +124,17 @@ class Specialization:
         return [lead + ("" if lead.endswith("\n") else " ") + prompt for lead, prompt in zip(self.lead, prompts)]
 
 
-def draw(config: ProceduralConfig, bench: np.ndarray, streams: list[np.random.SeedSequence]) -> Specialization:
-    """Topics, loadings and topic sentences of one tournament (``config.specialization_signal > 0``)."""
+def draw(
+    config: ProceduralConfig,
+    bench: np.ndarray,
+    streams: list[np.random.SeedSequence],
+    accuracy_preserving_offset: Callable[[np.ndarray], np.ndarray],
+) -> Specialization:
+    """Topics, loadings and topic sentences of one tournament (``config.specialization_signal > 0``).
+
+    ``accuracy_preserving_offset(delta)`` maps the ``[K, B, T]`` topic skills to the ``[K, B]``
+    ability offsets that keep each model's expected accuracy per benchmark (the generator's
+    2PL calibration owns it)."""
     rng = np.random.default_rng(streams[SPECIALIZATION_STREAM])
     n, k, n_bench, n_topics = len(bench), len(config.models), len(config.benchmarks), len(TOPICS)
     families = [b.family for b in config.benchmarks]
@@ -141,10 +150,7 @@ def draw(config: ProceduralConfig, bench: np.ndarray, streams: list[np.random.Se
     loadings = math.sqrt(1 - BENCHMARK_SHARE) * general + math.sqrt(BENCHMARK_SHARE) * specific
     loadings = (loadings - loadings.mean(axis=2, keepdims=True)) / loadings.std(axis=2, keepdims=True)
     delta = config.specialization_signal * SPREAD * loadings  # [K, B, T]
-
-    ability = np.array([[m.ability[b.name] for b in config.benchmarks] for m in config.models])  # [K, B]
-    slope = np.array([b.discrimination for b in config.benchmarks])
-    offset = _accuracy_preserving_offset(ability, delta, slope)  # [K, B]
+    offset = accuracy_preserving_offset(delta)  # [K, B]
     shift = (offset[:, :, None] + delta)[:, bench, topic].T  # [n, K]
 
     words = rng.integers(0, 1 << 30, (n, 2))
@@ -157,21 +163,6 @@ def draw(config: ProceduralConfig, bench: np.ndarray, streams: list[np.random.Se
         lead.append(frame.format(domain=DOMAIN_WORDS[topic[i]], w1=vocabulary[first], w2=vocabulary[second]))
     names = np.array(TOPICS, dtype=object)[topic]
     return Specialization(topic=topic, topic_name=names, ability_shift=shift, lead=lead)
-
-
-def _accuracy_preserving_offset(ability: np.ndarray, delta: np.ndarray, slope: np.ndarray) -> np.ndarray:
-    """``c[m, b]`` with mean over topics of expected_accuracy(ability + c + delta) equal to
-    expected_accuracy(ability): topics reshuffle a model's correct answers, not their number."""
-    from routing_gym.sources.synthetic import expected_accuracy
-
-    s = slope[None, :, None, None]  # broadcasts against [K, B, T] abilities and the quadrature axis
-    target = expected_accuracy(ability[:, :, None], s)[..., 0]  # [K, B]
-    lo, hi = np.full(ability.shape, -6.0), np.full(ability.shape, 6.0)
-    for _ in range(50):  # the mean accuracy increases with c
-        mid = (lo + hi) / 2
-        below = expected_accuracy(ability[:, :, None] + mid[:, :, None] + delta, s).mean(axis=2) < target
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    return (lo + hi) / 2
 
 
 # ---------------------------------------------------------------------- calibration statistics
@@ -259,30 +250,3 @@ def models_by_size(t: Tournament) -> np.ndarray:
     params = t.models["params_b"].to_numpy(dtype=np.float64)
     key = params if np.isfinite(params).all() else np.asarray(t.energy_j, dtype=np.float64).mean(axis=0)
     return np.argsort(key, kind="stable")
-
-
-# ---------------------------------------------------------------------- presets
-# Knobs of the specialist presets, chosen with ``calibration_statistics`` so that with topics
-# on (s = 1) correctness is about as shared across models as in the real tournaments (see
-# experiments/results/routing_gain/calibration.md): sharper items (discrimination x 2.5), little
-# hidden per-model noise, and length telling about as much as real question length does.
-CALIBRATED = {"discrimination_scale": 2.5, "noise": 0.15, "text_signal": 0.3}
-
-
-def specialist_pool(n_queries: int = 6000, name: str = "specialist-pool") -> ProceduralConfig:
-    """The paper pool's nine models and seven benchmarks with topics on (``specialization_signal``
-    1), calibrated to the real tournaments' cross-model agreement; split in the paper's ratio."""
-    from dataclasses import replace
-
-    from routing_gym.sources.synthetic import ProceduralConfig, paper_benchmarks, paper_pool_models
-
-    benchmarks = [replace(b, discrimination=b.discrimination * CALIBRATED["discrimination_scale"]) for b in paper_benchmarks()]
-    return ProceduralConfig(
-        name=name, n_queries=n_queries, benchmarks=benchmarks, models=paper_pool_models(benchmarks),
-        noise=CALIBRATED["noise"], text_signal=CALIBRATED["text_signal"], specialization_signal=1.0,
-    )
-
-
-def specialist_pool_large() -> ProceduralConfig:
-    """``specialist-pool`` with 24,000 questions (16,605 train / 7,395 test): +-1 pp resolvable."""
-    return specialist_pool(24_000, "specialist-pool-large")

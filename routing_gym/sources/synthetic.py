@@ -312,6 +312,20 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
+def _accuracy_preserving_offset(ability: np.ndarray, slope: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """``c[m, b]`` with the mean over topics of ``expected_accuracy(ability + c + delta)`` equal to
+    ``expected_accuracy(ability)``: topic skills (``delta [K, B, T]``) reshuffle a model's correct
+    answers, not their number (bisection)."""
+    s = slope[None, :, None, None]  # broadcasts against [K, B, T] abilities and the quadrature axis
+    target = expected_accuracy(ability[:, :, None], s)[..., 0]  # [K, B]
+    lo, hi = np.full(ability.shape, -6.0), np.full(ability.shape, 6.0)
+    for _ in range(50):  # the mean accuracy increases with c
+        mid = (lo + hi) / 2
+        below = expected_accuracy(ability[:, :, None] + mid[:, :, None] + delta, s).mean(axis=2) < target
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return (lo + hi) / 2
+
+
 # ---------------------------------------------------------------------- the paper pool
 # The reference paper's seven benchmarks (arXiv 2609.23085). Mix: MATH-500 ~13 % and
 # HumanEval's 164 items ~5 % of ~3,000 questions as in the paper; the rest split roughly
@@ -435,7 +449,10 @@ def generate(config: ProceduralConfig | None = None, progress: bool | None = Non
     d_model = math.sqrt(1.0 - config.noise**2) * d[:, None] + config.noise * rng_diff.standard_normal((n, k))
     ability = np.array([[m.ability[b.name] for b in config.benchmarks] for m in config.models])  # [K, B]
     slope = np.array([b.discrimination for b in config.benchmarks])[bench][:, None]
-    spec = specialization.draw(config, bench, streams) if config.specialization_signal > 0 else None
+    spec = None
+    if config.specialization_signal > 0:
+        benchmark_slope = np.array([b.discrimination for b in config.benchmarks])
+        spec = specialization.draw(config, bench, streams, lambda delta: _accuracy_preserving_offset(ability, benchmark_slope, delta))
     query_ability = ability[:, bench].T if spec is None else ability[:, bench].T + spec.ability_shift
     p_correct = _sigmoid(slope * (query_ability - d_model))
     correct = (rng_correct.random((n, k)) < p_correct).astype(np.float64)
@@ -1021,6 +1038,31 @@ def _many_models() -> ProceduralConfig:
     return ProceduralConfig(name="many-models", n_queries=5000, benchmarks=benchmarks, models=models)
 
 
+# Knobs of the specialist presets, chosen with specialization.calibration_statistics so that with
+# topics on (specialization_signal 1) correctness is about as shared across models, within a
+# benchmark, as in the real tournaments (experiments/results/routing_gain/calibration.md): sharper
+# items (discrimination x 2.5), little hidden per-model noise, length telling about as much as
+# real question length does.
+SPECIALIST_CALIBRATION = {"discrimination_scale": 2.5, "noise": 0.15, "text_signal": 0.3}
+
+
+def _specialist_pool(n_queries: int = 6000, name: str = "specialist-pool") -> ProceduralConfig:
+    """The paper pool's nine models and seven benchmarks with topics on (``specialization_signal``
+    1; routing_gym.sources.specialization), calibrated to the real tournaments' cross-model
+    agreement; 6,000 questions split 4,151 : 1,849 (the paper's ratio)."""
+    scale = SPECIALIST_CALIBRATION["discrimination_scale"]
+    benchmarks = [replace(b, discrimination=b.discrimination * scale) for b in paper_benchmarks()]
+    return ProceduralConfig(
+        name=name, n_queries=n_queries, benchmarks=benchmarks, models=paper_pool_models(benchmarks),
+        noise=SPECIALIST_CALIBRATION["noise"], text_signal=SPECIALIST_CALIBRATION["text_signal"], specialization_signal=1.0,
+    )
+
+
+def _specialist_pool_large() -> ProceduralConfig:
+    """``specialist-pool`` with 24,000 questions (16,605 train / 7,395 test): +-1 pp resolvable."""
+    return _specialist_pool(24_000, "specialist-pool-large")
+
+
 def _logit(p: np.ndarray) -> np.ndarray:
     return np.log(p / (1.0 - p))
 
@@ -1031,8 +1073,8 @@ PRESETS: dict[str, Callable[[], ProceduralConfig]] = {
     "collapse-prone": _collapse_prone,
     "many-models": _many_models,
     # Topics that favour some models, shown in the text (routing_gym.sources.specialization).
-    "specialist-pool": specialization.specialist_pool,
-    "specialist-pool-large": specialization.specialist_pool_large,
+    "specialist-pool": _specialist_pool,
+    "specialist-pool-large": _specialist_pool_large,
 }
 
 
