@@ -6,15 +6,15 @@ Parts (each writes ``<part>.md`` and ``<part>.json`` under ``--out``; ``--parts`
   correlation, big-from-small AUC) and length AUC, procedural pools vs the real tournaments
   (``routing_gym.sources.specialization.calibration_statistics``).
 - ``features``: held-out P(correct) AUC of a per-model logistic regression on e5 vs tfidf-svd
-  features (64 text columns + benchmark one-hot), on paper-pool, zeroeval-math and llmrouter
-  (500-query train and test subsamples, see below).
+  features (64 text columns + benchmark one-hot), on paper-pool, zeroeval-math, llmrouter and
+  specialist-pool (500-query train and test subsamples, see below).
 - ``signal``: routing gain [95 % CI] of the learned default agents on ``specialist-pool``
   against ``specialization_signal`` (0, 0.25, 0.5, 0.75, 1).
 - ``size``: routing gain against training-set size on ``specialist-pool-large`` (one fixed
   7,397-query test split; the first n training queries), and the crossover: the smallest size
   at which each agent's gain interval lies above 0.
 - ``real``: routing gain of the default agents (tfidf-svd) on paper-pool, zeroeval-math and llmrouter.
-- ``e5``: routing gain of knn / linucb / uniroute with e5 vs tfidf-svd features on the same three.
+- ``e5``: routing gain of knn / linucb / uniroute with e5 vs tfidf-svd features on the same four.
 
 e5 embeddings are cached on disk by content (``routing_gym.features.E5Store``): a tournament is
 embedded once. The e5 comparisons use seeded subsamples of 500 training and 500 test queries of
@@ -50,6 +50,7 @@ TRAIN_SIZES = (250, 500, 1000, 2000, 4000, 8000, 16603)
 SIZE_AGENTS = ("knn", "epsilon-greedy", "thompson", "uniroute")
 E5_AGENTS = ("knn", "linucb", "uniroute")
 REAL = ("paper-pool", "zeroeval-math", "llmrouter")
+FEATURE_POOLS = (*REAL, "specialist-pool")  # where text carries per-model signal, for contrast
 E5_CAP = 500
 FEATURE_DIM = 64
 
@@ -144,7 +145,7 @@ def held_out_auc(t: Tournament, kind: str) -> dict[str, float]:
 
 def part_features(args: argparse.Namespace) -> tuple[str, Any]:
     results = {}
-    for name in REAL:
+    for name in FEATURE_POOLS:
         t = e5_tournament(name)
         results[name] = {kind: held_out_auc(t, kind) for kind in ("tfidf-svd", "e5")}
         results[name]["n_train"] = int(len(t.split_rows("train")))
@@ -255,7 +256,7 @@ def part_real(args: argparse.Namespace) -> tuple[str, Any]:
 def part_e5(args: argparse.Namespace) -> tuple[str, Any]:
     kwargs = {agent: {"features": "e5", "dim": FEATURE_DIM} for agent in E5_AGENTS}
     results = {}
-    for name in REAL:
+    for name in FEATURE_POOLS:
         t = e5_tournament(name)
         results[name] = (gain_rows(compare(t, E5_AGENTS, args.seeds, args.bootstrap), " [tfidf-svd]")
                          + gain_rows(compare(t, E5_AGENTS, args.seeds, args.bootstrap, agent_kwargs=kwargs), " [e5]"))
