@@ -26,6 +26,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from routing_gym.envs.observation import ObservationBatch
+from routing_gym.eval.frontier import CostKnob
 from routing_gym_agents.base import Agent, FitContext, featurizer_for_context
 from routing_gym_agents.registry import register_agent
 
@@ -59,9 +60,13 @@ class RidgeArms:
 
 
 class LinearBandit(Agent):
-    """Shared online loop; subclasses implement ``select`` (the exploration rule)."""
+    """Shared online loop; subclasses implement ``select`` (the exploration rule).
+
+    Cost knob: the training reward's energy coefficient ``lambda_e``; one bandit is trained per
+    value (``routing-gym frontier``)."""
 
     feedback = "bandit"
+    cost_knob = CostKnob("lambda_e", applies="reward", cheaper_when="higher", grid=(0.0, 0.4, 0.8, 1.2, 1.6, 2.0, 2.4))
 
     def __init__(self, features: str = "tfidf-svd", dim: int = 32, ridge: float = 1.0, epochs: int = 1):
         if epochs < 1:
@@ -90,6 +95,10 @@ class LinearBandit(Agent):
         """The signal the arms regress on; the env's reward unless a variant says otherwise."""
         return reward
 
+    def objective(self, ctx: FitContext) -> str:
+        """The reward the arms learn (recorded in the fit logs)."""
+        return ctx.objective
+
     # ------------------------------------------------------------------ online training
     def fit(self, ctx: FitContext) -> dict[str, Any]:
         self.prepare(ctx)
@@ -112,7 +121,7 @@ class LinearBandit(Agent):
                 obs, _ = env.reset()
             x = self.contexts(ObservationBatch.from_observations([obs]))[0]
         return {
-            "objective": ctx.objective,
+            "objective": self.objective(ctx),
             "regret": regret.tolist(),
             "cumulative_regret": np.cumsum(regret).tolist(),
             "reward": rewards.tolist(),

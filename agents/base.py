@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from routing_gym.envs import ObservationBatch, Reward, RoutingEnv
+from routing_gym.envs.vector_env import RoutingVectorEnv, per_env_infos
 from routing_gym.errors import PrivilegedAccessError, RoutingGymError
 from routing_gym.tournament import Outcomes, Tournament
 
@@ -66,6 +67,25 @@ class StepHooks(gym.Wrapper):
             hook(self.steps, a, float(reward), info)
         self.steps += 1
         return obs, reward, terminated, truncated, info
+
+
+class VectorStepHooks(gym.vector.VectorWrapper):
+    """``StepHooks`` for a vector env: after each step, every hook is called once per env (env 0
+    first) with that env's info (``per_env_infos``: the ended episode's), counting decisions."""
+
+    def __init__(self, env: gym.vector.VectorEnv, hooks: list[StepHook]):
+        super().__init__(env)
+        self.hooks = hooks
+        self.steps = 0
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, infos = self.env.step(actions)
+        flat = np.asarray(actions).reshape(self.num_envs, -1)[:, 0]
+        for a, r, info in zip(flat.tolist(), np.asarray(rewards).tolist(), per_env_infos(infos, self.num_envs)):
+            for hook in self.hooks:
+                hook(self.steps, int(a), float(r), info)
+            self.steps += 1
+        return obs, rewards, terminated, truncated, infos
 
 
 @dataclass(frozen=True)
@@ -194,15 +214,36 @@ class FitContext:
         env = self.env_fn(**kwargs) if self.env_fn is not None else self._default_env(**kwargs)
         return StepHooks(env, self.step_hooks) if self.step_hooks else env
 
-    def make_vec_env(self, n: int, **overrides: Any) -> gym.vector.VectorEnv:
-        """``n`` training envs stepped together (same-step autoreset: every step is a real one)."""
+    def make_vec_env(self, n: int, featurizer: Any = None, **overrides: Any) -> gym.vector.VectorEnv:
+        """``n`` training envs stepped together, same-step autoreset (every step is a real one),
+        the step hooks called once per env and step.
+
+        Default env: one ``RoutingVectorEnv`` over the training split (the n envs are array
+        gathers over one replay core). With an ``env_fn``: a ``SyncVectorEnv`` of ``make_env``.
+        ``featurizer``: a fitted ``ObservationFeaturizer``; observations are then its ``Box``
+        view (the native env's precomputed features, or ``BoxObservation`` per env)."""
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
-        return gym.vector.SyncVectorEnv(
-            [lambda: self.make_env(**overrides) for _ in range(n)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
-        )
+        if self.env_fn is None:
+            kwargs = self._default_env_kwargs(**{**self.env_kwargs, **overrides})
+            view = {} if featurizer is None else {"observation": "features", "featurizer": featurizer}
+            venv: gym.vector.VectorEnv = RoutingVectorEnv(n, **kwargs, **view)
+            return VectorStepHooks(venv, self.step_hooks) if self.step_hooks else venv
+
+        def make_one() -> gym.Env:
+            env = self.make_env(**overrides)
+            if featurizer is None:
+                return env
+            from routing_gym.envs.wrappers import BoxObservation
+
+            return BoxObservation(env, featurizer=featurizer)
+
+        return gym.vector.SyncVectorEnv([make_one for _ in range(n)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
     def _default_env(self, **overrides: Any) -> RoutingEnv:
+        return RoutingEnv(**self._default_env_kwargs(**overrides))
+
+    def _default_env_kwargs(self, **overrides: Any) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
             tournament=self._tournament,
             split=self.train_split,
@@ -216,7 +257,7 @@ class FitContext:
         kwargs.update(overrides)
         if kwargs.get("include_difficulty") and "difficulty" not in self.grants:
             raise PrivilegedAccessError("include_difficulty shows the generator's latent: declare privileged = {'difficulty'}")
-        return RoutingEnv(**kwargs)
+        return kwargs
 
     # ------------------------------------------------------------------ privileged
     @property

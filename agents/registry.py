@@ -33,6 +33,7 @@ _BUILTIN_MODULES = (
     "routing_gym_agents.text_controller",
     "routing_gym_agents.lagrangian",
     "routing_gym_agents.cascade",
+    "routing_gym_agents.cost_aware",
 )
 _plugins_loaded = False
 

@@ -15,6 +15,10 @@
 
 ``cost_m`` is model m's mean training joules divided by the largest model mean, so it lies in
 (0, 1] and ``cost_weight`` trades error points for joules on every tournament alike.
+
+Cost knobs (``cost_knob``, swept by ``routing-gym frontier``): ``cost_weight`` (knn, uniroute)
+and ``alpha`` (routellm) are read at routing time only; greenserv's energy weight ``lam`` is
+trained in, so it is refitted per value.
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from routing_gym.envs.observation import ObservationBatch
+from routing_gym.envs import ObservationBatch, Reward
 from routing_gym.errors import RoutingGymError
+from routing_gym.eval.frontier import CostKnob
 from routing_gym.features import ObservationFeaturizer
-from routing_gym.tournament import Tournament
+from routing_gym.tournament import Outcomes, Tournament
 from routing_gym_agents.bandits import LinUCB
 from routing_gym_agents.base import Agent, FitContext, PrivilegedAccess, featurizer_for_context
 from routing_gym_agents.baselines import models_by_size
@@ -53,6 +58,11 @@ class _TextRouter(Agent):
         return self.featurizer.transform(batch)
 
 
+# Candidate cost weights: 0 ignores joules; 2 outweighs any error difference (costs are in (0, 1]).
+COST_WEIGHT_KNOB = CostKnob("cost_weight", applies="act", cheaper_when="higher",
+                            grid=(0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 2.0))
+
+
 def model_costs(energy_j: np.ndarray) -> np.ndarray:
     """Mean joules per model (``[n, K]`` training outcomes) over the largest one: ``[K]`` in (0, 1]."""
     mean = np.asarray(energy_j).mean(axis=0)
@@ -64,6 +74,7 @@ class KNNRouter(_TextRouter):
     """Per-model error of the ``k`` nearest training questions (cosine), plus a cost term."""
 
     name = "knn"
+    cost_knob = COST_WEIGHT_KNOB
 
     def __init__(self, k: int = 10, cost_weight: float = 0.1, **kwargs: Any):
         super().__init__(**kwargs)
@@ -97,6 +108,7 @@ class UniRoute(_TextRouter):
     """
 
     name = "uniroute"
+    cost_knob = COST_WEIGHT_KNOB
 
     def __init__(self, n_clusters: int = 8, cost_weight: float = 0.1, prior: float = 5.0, **kwargs: Any):
         super().__init__(**kwargs)
@@ -138,6 +150,7 @@ class RouteLLMRouter(_TextRouter):
     """
 
     name = "routellm"
+    cost_knob = CostKnob("alpha", applies="act", cheaper_when="higher", grid=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9))
 
     def __init__(self, alpha: float = 0.5, C: float = 1.0, **kwargs: Any):
         super().__init__(**kwargs)
@@ -192,15 +205,18 @@ def complexity_features(texts: np.ndarray) -> np.ndarray:
 
 @register_agent("greenserv")
 class GreenServ(LinUCB):
-    """LinUCB over [task one-hot, cluster one-hot, standardised complexity, 1] with reward
-    ``(1 - lam) * correct - lam * joules / E_ref``; warmed on train, frozen for evaluation.
+    """LinUCB over [task one-hot, cluster one-hot, standardised complexity, 1] trained on the
+    registered ``greenserv_pool`` reward, ``(1 - lam) * correct - lam * min(joules / E_ref, 1)``;
+    warmed on train, frozen for evaluation.
 
     ``E_ref`` is the largest per-model mean training energy: one profiled number per pool, as
     GreenServ profiles each model's energy before serving; the arms still see only the chosen
-    model's outcome.
+    model's outcome. This objective is GreenServ's own (the method is defined by it), so it is
+    recorded in the fit logs as ``objective`` instead of the context's reward.
     """
 
     name = "greenserv"
+    cost_knob = CostKnob("lam", applies="fit", cheaper_when="higher", grid=(0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9))
 
     def __init__(self, lam: float = 0.2, n_clusters: int = 8, alpha: float = 1.0, dim: int = 64, **kwargs: Any):
         super().__init__(alpha=alpha, dim=dim, **kwargs)
@@ -221,6 +237,9 @@ class GreenServ(LinUCB):
         self.complexity_std = complexity.std(axis=0) + 1e-9
         self.n_benchmarks = len(ctx.benchmarks)
         self.e_ref = float(ctx.train_outcomes().energy_j.mean(axis=0).max()) or 1.0
+        lam = self.energy_weight
+        # lam = 0.5 (GreenServ's own setting) sits on the reward's gate: allowed, on purpose.
+        self.own_reward = Reward("greenserv_pool", {"lambda_e": lam, "scale_j": self.e_ref}, allow_ungated=lam >= 0.5)
 
     def contexts(self, batch: ObservationBatch) -> np.ndarray:
         text = self.featurizer.transform(batch)
@@ -237,8 +256,11 @@ class GreenServ(LinUCB):
         return np.hstack([task, cluster, z, np.ones((n, 1))])
 
     def learning_reward(self, reward: float, info: dict[str, Any]) -> float:
-        lam = self.energy_weight
-        return (1 - lam) * info["correct"] - lam * info["energy_j"] / self.e_ref
+        outcome = Outcomes(*(np.array([[float(info[k])]]) for k in ("correct", "energy_j", "latency_s", "mean_power_w")))
+        return float(self.own_reward(outcome).total[0, 0])
+
+    def objective(self, ctx: FitContext) -> str:
+        return self.own_reward.describe()
 
 
 @register_agent("smoothie")

@@ -69,6 +69,10 @@ class SB3Agent(Agent):
         include_difficulty: train and route with the generator's latent difficulty in the
             observation (privileged: the agent is then reported as not deployable).
         seed: overrides ``FitContext.seed`` when given.
+        n_envs: envs stepped together while training. 1 (default): one env, as SB3 wraps it.
+            More: ``FitContext.make_vec_env(n_envs)`` (the native ``RoutingVectorEnv`` with
+            precomputed features for the default env) through SB3's ``VecEnv`` adapter; PPO/A2C
+            rollouts then hold ``n_steps * n_envs`` decisions.
         algo_kwargs: any further SB3 constructor argument (e.g. ``n_steps``, ``gamma``,
             ``exploration_fraction``), merged over ``ALGO_DEFAULTS``.
     """
@@ -89,18 +93,22 @@ class SB3Agent(Agent):
         seed: int | None = None,
         progress: bool = False,
         include_difficulty: bool = False,
+        n_envs: int = 1,
         **algo_kwargs: Any,
     ):
         if algo not in ALGOS:
             raise UnknownNameError("SB3 algorithm", algo, list(ALGOS))
         if total_timesteps < 1:
             raise ValueError(f"total_timesteps must be >= 1, got {total_timesteps}")
+        if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
+            raise ValueError(f"n_envs must be a positive integer, got {n_envs!r}")
         if algo == "dqn" and ent_coef is not None:
             raise TypeError(
                 "DQN has no entropy coefficient; tune exploration_fraction / exploration_final_eps instead"
             )
         self.algo = algo
         self.total_timesteps = int(total_timesteps)
+        self.n_envs = n_envs
         self.learning_rate = learning_rate
         self.ent_coef = 0.0 if ent_coef is None and algo != "dqn" else ent_coef
         self.net_arch = list(net_arch)
@@ -141,8 +149,16 @@ class SB3Agent(Agent):
         torch.set_num_threads(1)  # 2 busy cores: more threads ran DQN 3x slower
         seed = ctx.seed if self.seed is None else self.seed
         self.featurizer = featurizer_for_context(ctx, **self.features)
-        env = BoxObservation(ctx.make_env(), featurizer=self.featurizer)
-        self.box = env.box
+        if self.n_envs == 1:
+            env = BoxObservation(ctx.make_env(), featurizer=self.featurizer)
+            self.box = env.box
+        else:
+            from routing_gym.envs.vector_env import RoutingVectorEnv, to_sb3
+
+            venv = ctx.make_vec_env(self.n_envs, featurizer=self.featurizer)
+            base = venv.unwrapped
+            self.box = base.box if isinstance(base, RoutingVectorEnv) else base.envs[0].box
+            env = to_sb3(venv)
         self.n_models = ctx.n_models
         self.model_ids = ctx.model_ids
         cls = {"ppo": PPO, "a2c": A2C, "dqn": DQN}[self.algo]

@@ -2,7 +2,7 @@
 routing choice (the reference paper's router).
 
 - ``sft``: supervised fine-tuning toward the oracle route (``gated_rank``, lambda_e = 0.5);
-- ``grpo``: SFT, then GRPO on rewards replayed from the tournament (lambda_e = 0.4);
+- ``grpo``: SFT, then GRPO on rewards replayed from the tournament under the context's reward;
 - ``kl-grpo``: the same with a KL penalty (``beta = 0.04``) toward the SFT model.
 
 Every option of ``ControllerConfig`` is a keyword (``make_agent("grpo", grpo_max_steps=50,
@@ -64,7 +64,7 @@ class TextControllerAgent(Agent):
         self.builder_, self.chat_ = trained.builder, trained.chat
         self.logs_ = trained.logs
         if self.config.report_dir:
-            from routing_gym_agents.controller_trainer import write_training_report
+            from routing_gym_agents.controller_report import write_training_report
 
             seed = trained.logs["seed"]  # one folder per seed: compare fits each seed anew
             write_training_report(trained.logs, Path(self.config.report_dir) / f"seed-{seed}", title=self.name)
@@ -82,7 +82,7 @@ class TextControllerAgent(Agent):
 
     def complete(self, batch: ObservationBatch) -> list[str]:
         """Greedy completions for ``batch``; also sets ``overhead_`` and ``completions_``."""
-        from routing_gym_agents.controller_trainer import generate_greedy
+        from routing_gym_agents.controller_inference import generate_greedy
 
         if self.model_ is None or self.builder_ is None:
             raise RuntimeError(f"{self.name}: call fit() (or load()) before routing")
@@ -111,7 +111,7 @@ class TextControllerAgent(Agent):
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
         """A directory: the Hugging Face model and tokenizer plus ``controller.json``."""
-        from routing_gym_agents.controller_trainer import save_controller
+        from routing_gym_agents.controller_model import save_controller
 
         if self.model_ is None or self.builder_ is None:
             raise RuntimeError(f"{self.name}: nothing to save before fit()")
@@ -128,7 +128,7 @@ class TextControllerAgent(Agent):
 
     @classmethod
     def load(cls, path: str | Path) -> TextControllerAgent:
-        from routing_gym_agents.controller_trainer import load_model
+        from routing_gym_agents.controller_model import load_model
 
         path = Path(path)
         meta_file = path / "controller.json"

@@ -1,15 +1,16 @@
 """Routing-collapse study: when does an RL router stop routing?
 
-Trains an SB3 policy (PPO by default) through RoutingEnv over a grid of
+Trains any registered bandit-feedback agent (``--agent``; PPO by default) through RoutingEnv over a grid of
 
 - the reward's **energy coefficient**: zero, three gated values (below the value at which a
   correct route could score at or below a wrong one) and one **ungated** value beyond it
   (``allow_ungated=True``);
-- the **entropy coefficient** of the policy;
+- the **entropy coefficient** of the policy (agents that take ``ent_coef``: PPO, A2C);
 - the **reward variant**: ``gated_rank`` by default, or every registered reward that has an
   energy coefficient (``--rewards all``; the research variants register on import);
 
-and reports, per setting, whether training collapsed (``routing_gym.eval.collapse``: the
+and reports, per setting, whether training collapsed (a ``CollapseTracker`` on the training
+env's step hooks, so every agent is tracked the same way; ``routing_gym.eval.collapse``: the
 first decision at which one model held >= ``threshold`` of the last ``window`` decisions),
 onto which model (and whether it is the pool's cheapest or largest), how fast, where the
 selection mix ended, and what the greedy policy does on held-out queries next to the oracle
@@ -24,12 +25,15 @@ over training, first seed) and ``runs/*.csv`` (per-window diagnostics of every r
     OMP_NUM_THREADS=1 python experiments/collapse_study.py                 # default, ~2-4 min
     OMP_NUM_THREADS=1 python experiments/collapse_study.py --rewards all --seeds 0 1 2
     OMP_NUM_THREADS=1 python experiments/collapse_study.py --tournament path/to/zeroeval_tournament
+    OMP_NUM_THREADS=1 python experiments/collapse_study.py --agent linucb --agent-kwargs '{"alpha": 0.5}' 
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
+import json
 import math
 import os
 import sys
@@ -65,8 +69,9 @@ class StudyConfig:
     rewards: list[str] = field(default_factory=lambda: ["gated_rank"])  # or ["all"]
     ent_coefs: list[float] = field(default_factory=lambda: [0.0, 0.01, 0.05])
     gate_fractions: list[float] = field(default_factory=lambda: list(GATE_FRACTIONS))
-    algo: str = "ppo"  # ppo or a2c (the entropy coefficient is theirs)
-    timesteps: int = 5000  # online decisions per run
+    agent: str = "ppo"  # any registered agent with bandit feedback
+    agent_kwargs: dict[str, Any] = field(default_factory=dict)
+    timesteps: int = 5000  # online decisions per run, for agents that take total_timesteps
     seeds: list[int] = field(default_factory=lambda: [0])
     window: int = 250  # decisions per collapse window
     threshold: float = 0.9  # top-1 share that counts as collapse
@@ -80,7 +85,7 @@ class Setting:
     coefficient: str  # the energy coefficient's name
     value: float
     gated: bool
-    ent_coef: float
+    ent_coef: float  # NaN for agents without an entropy coefficient
 
     @property
     def label(self) -> str:
@@ -90,6 +95,27 @@ class Setting:
     @property
     def tag(self) -> str:
         return f"{self.reward}__{self.coefficient}{self.value:.4g}__ent{self.ent_coef:g}".replace(".", "p")
+
+
+def agent_options(name: str) -> set[str]:
+    """Keyword options the registered agent's constructor takes (following ``**kwargs`` up the classes)."""
+    from routing_gym_agents.registry import AGENTS, load_plugins
+
+    load_plugins()
+    if name not in AGENTS:
+        from routing_gym_agents.registry import unknown_agent_error
+
+        raise unknown_agent_error(name)
+    options: set[str] = set()
+    for cls in AGENTS[name][0].__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters
+        options |= {p for p in params if p != "self" and params[p].kind is not inspect.Parameter.VAR_KEYWORD}
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            break
+    return options
 
 
 def load_reward_variants() -> None:
@@ -152,7 +178,7 @@ def settings_for(config: StudyConfig, tournament: Tournament) -> tuple[list[Sett
         notes.append(f"{name}: gate breaks at {coefficient} = {boundary:.4g}")
         for fraction in config.gate_fractions:
             value = float(f"{fraction * boundary:.4g}")
-            for ent in config.ent_coefs:
+            for ent in config.ent_coefs if "ent_coef" in agent_options(config.agent) else [math.nan]:
                 settings.append(Setting(name, coefficient, value, value < boundary, float(ent)))
     return settings, notes
 
@@ -182,17 +208,21 @@ def top1(actions: np.ndarray, model_ids: list[str]) -> tuple[str, float, float]:
 
 def run_one(tournament: Tournament, setting: Setting, seed: int, config: StudyConfig) -> tuple[dict[str, Any], CollapseTracker]:
     reward = Reward(setting.reward, {setting.coefficient: setting.value}, allow_ungated=not setting.gated)
-    agent = make_agent(
-        config.algo,
-        total_timesteps=config.timesteps,
-        ent_coef=setting.ent_coef,
-        features={"dim": config.feature_dim},
-        collapse_window=config.window,
-        collapse_threshold=config.threshold,
-    )
-    logs = agent.fit(FitContext(tournament, reward, seed=seed))
-    tracker: CollapseTracker = agent.collapse
-    summary = logs["collapse"]
+    options = agent_options(config.agent)
+    wanted: dict[str, Any] = {"total_timesteps": config.timesteps, "ent_coef": setting.ent_coef,
+                              "collapse_window": config.window, "collapse_threshold": config.threshold}
+    # SB3 agents take their feature options as a dict; the bandits take a text dim.
+    wanted.update({"features": {"dim": config.feature_dim}} if "total_timesteps" in options else {"dim": config.feature_dim})
+    kwargs = {k: v for k, v in wanted.items() if k in options and not (k == "ent_coef" and math.isnan(v))}
+    agent = make_agent(config.agent, **{**kwargs, **config.agent_kwargs})
+    if agent.feedback != "bandit":
+        raise SystemExit(f"collapse_study: agent {config.agent!r} learns from the full table, not online; pick a bandit-feedback agent")
+    # The tracker rides on the training env's step hooks: any agent is tracked the same way.
+    tracker = CollapseTracker.for_tournament(tournament, window=config.window, threshold=config.threshold)
+    tic = time.perf_counter()
+    agent.fit(FitContext(tournament, reward, seed=seed, step_hooks=[tracker]))
+    train_seconds = time.perf_counter() - tic
+    summary = tracker.summary()
 
     test_rows = tournament.split_rows("test")
     env = RoutingEnv(tournament=tournament, split="test", reward=setting.reward, coefficients=reward.coefficients,
@@ -203,7 +233,7 @@ def run_one(tournament: Tournament, setting: Setting, seed: int, config: StudyCo
     ids = tournament.model_ids
     test_model, test_share, test_entropy = top1(actions, ids)
     oracle_model, oracle_share, _ = top1(oracle, ids)
-    steps = logs["timesteps"]
+    steps = tracker.n_steps
     row = {
         "reward": setting.reward,
         "coefficient": setting.coefficient,
@@ -230,7 +260,7 @@ def run_one(tournament: Tournament, setting: Setting, seed: int, config: StudyCo
         "oracle_reward": float(env.reward_matrix.max(axis=1).mean()),
         "oracle_top1_model": oracle_model,
         "oracle_top1_share": oracle_share,
-        "train_seconds": logs["train_seconds"],
+        "train_seconds": train_seconds,
     }
     return row, tracker
 
@@ -284,7 +314,7 @@ def markdown(table: pd.DataFrame, tournament: Tournament, config: StudyConfig, n
     lines = [
         f"# Collapse study: {tournament.card.name}",
         "",
-        f"{config.algo.upper()}, {config.timesteps} online decisions per run, seeds {config.seeds}; collapse = one "
+        f"{config.agent}, {config.timesteps if 'total_timesteps' in agent_options(config.agent) else 'one pass of'} online decisions per run, seeds {config.seeds}; collapse = one "
         f"model holds >= {config.threshold:g} of the last {config.window} decisions (collapse step = first such "
         f"decision, median over collapsed seeds), judged on the sampled training decisions. Final top-1 / effective "
         f"models: last full window of training. Held-out: greedy policy on the test split "
@@ -400,7 +430,8 @@ def parse_args(argv: list[str] | None = None) -> StudyConfig:
     p.add_argument("--ent-coefs", nargs="+", type=float, default=d.ent_coefs)
     p.add_argument("--gate-fractions", nargs="+", type=float, default=d.gate_fractions,
                    help="energy coefficients as fractions of the gate boundary (>= 1 means ungated)")
-    p.add_argument("--algo", choices=("ppo", "a2c"), default=d.algo)
+    p.add_argument("--agent", default=d.agent, help="any registered bandit-feedback agent (ppo, a2c, dqn, linucb, ...)")
+    p.add_argument("--agent-kwargs", type=json.loads, default={}, help="JSON constructor options of the agent")
     p.add_argument("--timesteps", type=int, default=d.timesteps)
     p.add_argument("--seeds", nargs="+", type=int, default=d.seeds)
     p.add_argument("--window", type=int, default=d.window)
@@ -412,7 +443,7 @@ def parse_args(argv: list[str] | None = None) -> StudyConfig:
         p.error("--out takes one tournament; leave it out to write under experiments/results/collapse/<name>/")
     return StudyConfig(
         tournaments=a.tournament, rewards=a.rewards, ent_coefs=a.ent_coefs, gate_fractions=a.gate_fractions,
-        algo=a.algo, timesteps=a.timesteps, seeds=a.seeds, window=a.window, threshold=a.threshold,
+        agent=a.agent, agent_kwargs=a.agent_kwargs, timesteps=a.timesteps, seeds=a.seeds, window=a.window, threshold=a.threshold,
         feature_dim=a.feature_dim, out=a.out,
     )
 

@@ -61,6 +61,35 @@ def make_tournament(n: int = 60, k: int = 4, seed: int = 0, with_splits: bool = 
     return t.with_splits(seed=seed, proportions={"train": 2, "test": 1}) if with_splits else t
 
 
+def two_skill_tournament(n: int = 900, seed: int = 0, n_benchmarks: int = 2, grouped: bool = False) -> Tournament:
+    """Model 0 (cheap) solves arithmetic, model 1 (costly) solves trivia, model 2 (costliest)
+    half of everything: routing by benchmark beats model 2 on both axes. Benchmarks alternate
+    between the two skills (``n_benchmarks`` even); rows alternate between benchmarks, or come
+    grouped by benchmark as real tournaments do, with texts that do not tell the skill."""
+    rng = np.random.default_rng(seed)
+    code = np.repeat(np.arange(n_benchmarks), -(-n // n_benchmarks))[:n] if grouped else np.arange(n) % n_benchmarks
+    benchmark = np.array([f"{'arith' if c % 2 == 0 else 'trivia'}-{c}" for c in code])
+    arith = code % 2 == 0
+    p = np.stack([np.where(arith, 0.95, 0.1), np.where(arith, 0.1, 0.95), np.full(n, 0.5)], axis=1)
+    correct = (rng.uniform(size=(n, 3)) < p).astype(float)
+    energy = np.array([10.0, 40.0, 80.0])[None, :] * rng.uniform(0.8, 1.2, (n, 3))
+    prompts = [f"question number {i}" if grouped else f"what is {i} plus {i % 7}?" if a else f"who wrote book number {i}?"
+               for i, a in enumerate(arith)]
+    queries = pd.DataFrame({
+        "query_id": [f"q{i}" for i in range(n)], "benchmark": benchmark,
+        "prompt": prompts,
+        "reference": ["x"] * n,
+    })
+    models = pd.DataFrame({"model_id": ["cheap-arith", "mid-trivia", "big-generalist"], "family": "toy",
+                           "params_b": [1.0, 8.0, 70.0], "reasoning": [False] * 3, "energy_provenance": "synthetic",
+                           "energy_source": "tests/conftest.py"})
+    t = Tournament(queries=queries, models=models, correct=correct, energy_j=energy, latency_s=energy / 100,
+                   mean_power_w=np.full((n, 3), 100.0), input_tokens=np.full((n, 3), 20.0),
+                   output_tokens=np.full((n, 3), 50.0),
+                   card=DataCard(name="two-skill", provenance="synthetic", description="test fixture"))
+    return t.with_splits(seed=seed, proportions={"train": 2, "test": 1})
+
+
 @pytest.fixture
 def toy() -> Tournament:
     return make_tournament()

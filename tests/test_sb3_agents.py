@@ -181,3 +181,23 @@ def test_difficulty_is_privileged_declared_and_kept_at_routing_time(toy):
     assert agent.act_batch(batch).shape == (len(batch),)
     with pytest.raises(RoutingGymError, match="difficulty"):
         agent.act_batch(ObservationBatch.from_tournament(toy, rows))
+
+
+def test_n_envs_trains_on_the_vector_env_with_every_decision_hooked(signal):
+    """n_envs > 1: the default context env becomes one RoutingVectorEnv (features precomputed)
+    behind SB3's VecEnv adapter; every decision reaches the step hooks and the regret log."""
+    from routing_gym.envs.vector_env import RoutingVectorEnv
+
+    reward = Reward("gated_rank", {})
+    seen: list[int] = []
+    ctx = FitContext(signal, reward, seed=0, step_hooks=[lambda s, a, r, info: seen.append(s)])
+    venv = ctx.make_vec_env(8)
+    assert isinstance(venv.unwrapped, RoutingVectorEnv) and venv.num_envs == 8
+    agent = make_agent("ppo", total_timesteps=STEPS, features={"dim": 16}, collapse_window=250, n_envs=8)
+    logs = agent.fit(ctx)
+    assert agent.model.n_envs == 8
+    assert logs["timesteps"] == len(logs["regret"]) == len(seen) >= STEPS and seen == list(range(len(seen)))
+    matrix = reward.matrix(signal, signal.split_rows("test"))
+    assert held_out_reward(agent, signal, reward) > matrix.mean() + 1.0
+    with pytest.raises(ValueError, match="n_envs"):
+        make_agent("ppo", n_envs=0)

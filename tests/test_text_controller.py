@@ -105,7 +105,7 @@ def test_agents_are_registered_and_import_light():
     with pytest.raises(TypeError, match="unknown text-controller option"):
         make_agent("grpo", grpo_steps=3)
     with pytest.raises(RuntimeError, match="fit"):
-        sft.act_batch(ObservationBatch(np.array(["q"], dtype=object), np.array([0]), np.array([-1]), None))
+        sft.act_batch(ObservationBatch(np.array(["q"], dtype=object), np.array([0])))
     code = (
         "import sys, routing_gym_agents.text_controller; "
         "print(sorted({'torch', 'trl', 'transformers'} & set(sys.modules)))"
@@ -154,10 +154,10 @@ def test_sft_rationale_format_parses_on_held_out_queries(ctx, held_out):
 
 
 def test_shared_prefix_cache_matches_uncached_decoding(sft_choice, held_out):
-    from routing_gym_agents.controller_trainer import choice_probabilities, generate_greedy
+    from routing_gym_agents.controller_inference import choice_probabilities, generate_greedy
 
     agent, _ = sft_choice
-    batch = ObservationBatch.from_tournament(held_out.tournament, held_out.rows[:6])
+    batch = held_out.select(slice(0, 6))
     prompts = agent.builder_.prompts(list(batch.texts), batch.difficulty, agent.chat_)
     args = (agent.model_, agent.tokenizer_, prompts, agent.chat_)
     # Batches of 4 and 2 with questions of different lengths: padding sits after the prefix.
@@ -175,7 +175,7 @@ def test_shared_prefix_cache_matches_uncached_decoding(sft_choice, held_out):
 
 
 def test_saved_controller_routes_like_the_original(sft_choice, sft_checkpoint, held_out, pool):
-    batch = ObservationBatch.from_tournament(pool, held_out.rows[:4])
+    batch = held_out.select(slice(0, 4))
     loaded = TextControllerAgent.load(sft_checkpoint)
     np.testing.assert_array_equal(loaded.act_batch(batch), sft_choice[0].act_batch(batch))
 
@@ -209,7 +209,7 @@ def test_grpo_from_the_sft_checkpoint_raises_training_reward(ctx, sft_checkpoint
     report = sorted((tmp_path / "seed-0").iterdir())
     assert [p.name for p in report] == ["grpo_reward.png", "grpo_selection.png", "grpo_steps.csv", "summary.json"]
     assert all(p.stat().st_size > 0 for p in report)
-    assert (agent.act_batch(ObservationBatch.from_tournament(held_out.tournament, held_out.rows[:4])) >= 0).all()
+    assert (agent.act_batch(held_out.select(slice(0, 4))) >= 0).all()
 
 
 def test_kl_grpo_reference_is_the_sft_model(ctx, sft_checkpoint):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import sys
 from typing import Any, NoReturn, Sequence
@@ -83,6 +84,7 @@ COMMAND_MODULES = (
     "routing_gym.cli.generate",
     "routing_gym.cli.build",
     "routing_gym.cli.compare",
+    "routing_gym.cli.frontier",
     "routing_gym.cli.collect",
     "routing_gym.cli.experiments",
 )
@@ -111,8 +113,47 @@ class CommandLine:
         return self._groups[name]
 
 
+def import_user_modules(argv: list[str]) -> list[str]:
+    """Import every ``--import MODULE`` (or ``--import path/to/file.py``) wherever it stands in
+    ``argv``, so the agents and rewards it registers can be named by any command; returns the
+    remaining arguments. The working directory is importable, as with ``python -m``."""
+    rest, modules = [], []
+    items = iter(argv)
+    for item in items:
+        if item == "--import":
+            value = next(items, None)
+            if value is None:
+                raise UsageError("--import needs a module name or a .py file")
+            modules.append(value)
+        elif item.startswith("--import="):
+            modules.append(item.split("=", 1)[1])
+        else:
+            rest.append(item)
+    if modules and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for module in modules:
+        try:
+            if module.endswith(".py"):
+                spec = importlib.util.spec_from_file_location(os.path.basename(module)[:-3], module)
+                if spec is None or not os.path.exists(module):
+                    raise FileNotFoundError(module)
+                loaded = importlib.util.module_from_spec(spec)
+                sys.modules[spec.name] = loaded
+                spec.loader.exec_module(loaded)
+            else:
+                importlib.import_module(module)
+        except Exception as exc:  # the user's module: say which one broke and how, in one line
+            raise UsageError(f"--import {module}: {type(exc).__name__}: {exc}") from None
+    return rest
+
+
 def build_parser() -> argparse.ArgumentParser:
     cli = CommandLine()
+    cli.parser.add_argument(
+        "--import", dest="imports", action="append", default=[], metavar="MODULE",
+        help="import MODULE (or a .py file) first, so the agents and rewards it registers can be named; "
+             "repeatable, and may stand anywhere on the command line",
+    )
     for module in COMMAND_MODULES:
         try:
             importlib.import_module(module).add_commands(cli)
@@ -123,6 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        argv = import_user_modules(list(sys.argv[1:] if argv is None else argv))
+    except UsageError as exc:
+        print(f"routing-gym: error: {exc}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -30,6 +30,11 @@ def add_commands(cli) -> None:
     build.add_argument("--processes", type=int, default=None, help="grading worker processes (default: all CPUs)")
     build.add_argument("--no-text", action="store_true", help="zeroeval-math: do not store output texts")
     build.add_argument("--seed", type=int, default=0, help="zeroeval-math: split seed")
+    build.add_argument("--energy-model", default="batched", metavar="batched|batch1|measured-arch:TABLE",
+                       help="how per-query joules are derived (routing_gym/sources/energy_model.py): 'batched' "
+                            "(ML.ENERGY at batch 128, default), 'batch1' (extrapolated to one request at a time), "
+                            "'measured-arch:TABLE' (a calibration table of experiments/measure_architectures.py); "
+                            "other than batched, the tournament name gets the suffix -batch1 / -measured-arch")
     build.set_defaults(func=cmd_build)
 
 
@@ -55,14 +60,15 @@ def cmd_build(args: argparse.Namespace) -> int:
         from routing_gym.sources.zeroeval import build_zeroeval_tournament, compare_with_published
 
         tournament, report = build_zeroeval_tournament(
-            root, args.models, limit=args.limit, processes=args.processes, keep_text=not args.no_text, seed=args.seed
+            root, args.models, limit=args.limit, processes=args.processes, keep_text=not args.no_text, seed=args.seed,
+            energy_model=args.energy_model,
         )
     else:
         from routing_gym.sources.llmrouter import build_llmrouter_tournament
 
         if args.models or args.limit:
             raise RoutingGymError("--models and --limit apply to zeroeval-math only")
-        tournament, report = build_llmrouter_tournament(root)
+        tournament, report = build_llmrouter_tournament(root, energy_model=args.energy_model)
     tournament.save(args.out)
     report.save(args.out)
     print(f"built {tournament.card.name}: {tournament.n_queries} queries x {tournament.n_models} models "

@@ -25,6 +25,7 @@ from routing_gym.envs.rewards import (
     register_reward,
 )
 from routing_gym.envs.routing_env import RoutingEnv, default_config
+from routing_gym.envs.vector_env import RoutingVectorEnv
 from routing_gym.eval.scoring import BatchResult
 from routing_gym.envs import reward_variants  # noqa: E402,F401  (registers the reward variants)
 
@@ -54,6 +55,7 @@ __all__ = [
     "RewardBreakdown",
     "RoutingConfig",
     "RoutingEnv",
+    "RoutingVectorEnv",
     "default_config",
     "get_reward",
     "oracle_targets",

@@ -105,7 +105,7 @@ class ObservationBatch:
         if include_difficulty:
             extras["difficulty"] = q["difficulty"].to_numpy(dtype=np.float32)[rows].reshape(-1, 1)
         return cls(
-            texts=q["prompt"].to_numpy(dtype=object)[rows],
+            texts=tournament.prompts[rows],
             benchmarks=tournament.benchmark_codes[rows],
             extras=extras,
             query_ids=q["query_id"].to_numpy(dtype=object)[rows],

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
@@ -24,7 +25,7 @@ from routing_gym.envs.observation import ObservationBatch
 from routing_gym.envs.rewards import DEFAULT_INVALID_PENALTY, Reward, resolve_coefficients
 from routing_gym.errors import InvalidActionError, RoutingGymError, UnknownNameError
 from routing_gym.eval.scoring import BatchResult, ScoringTable, action_index
-from routing_gym.tournament import Tournament
+from routing_gym.tournament import Outcomes, Tournament
 
 ORDERS = ("shuffle", "sequential")
 INVALID_ACTION_MODES = ("raise", "penalize")
@@ -51,6 +52,17 @@ class QueryStreamConfig:
         if unknown:
             raise TypeError(f"{env_name} got unknown option(s) {unknown}; options: {sorted(known)}")
         return cls(**overrides)
+
+    @classmethod
+    def resolve(cls, config: QueryStreamConfig | None, overrides: Mapping[str, Any], owner: str) -> QueryStreamConfig:
+        """``config`` (checked to be a ``cls``) or the defaults with ``overrides``; never both."""
+        if config is not None and overrides:
+            raise TypeError(f"{owner}: pass either a config or keyword options, not both")
+        if config is None:
+            return cls.from_overrides(overrides, owner)
+        if not isinstance(config, cls):
+            raise TypeError(f"{owner} takes a {cls.__name__}, got {type(config).__name__}")
+        return config
 
     def to_dict(self) -> dict[str, Any]:
         # Shallow on purpose: a Tournament object stays itself, not a deep copy.
@@ -91,13 +103,10 @@ class ReplayCore:
         self.split = split
         self.reward = reward
         self.rows = t.split_rows(split)
-        self.outcomes = t.outcomes(self.rows)
         q = t.queries
-        self.texts = q["prompt"].to_numpy(dtype=object)[self.rows]
-        self.query_ids = q["query_id"].to_numpy(dtype=object)[self.rows]
+        self.texts = t.prompts[self.rows]
         self.benchmarks = t.benchmark_codes[self.rows]
         self.difficulty = q["difficulty"].to_numpy(dtype=np.float32)[self.rows] if t.has_difficulty else None
-        self._position_of = {qid: i for i, qid in enumerate(self.query_ids)}
         self.reward_matrix: np.ndarray | None = None
         self.components: dict[str, np.ndarray] = {}
         if reward is not None:
@@ -106,6 +115,20 @@ class ReplayCore:
             self.components = breakdown.components
             self.oracle_reward = self.reward_matrix.max(axis=1)
             self.table = ScoringTable(self.reward_matrix, self.outcomes, reward.invalid_penalty)
+
+    # Built on first use: a core without a reward (RoutingVectorEnv's) never copies the outcome
+    # arrays or materializes the ids, so it stays a small fraction of the tournament.
+    @functools.cached_property
+    def outcomes(self) -> Outcomes:
+        return self.tournament.outcomes(self.rows)
+
+    @functools.cached_property
+    def query_ids(self) -> np.ndarray:
+        return self.tournament.queries["query_id"].to_numpy(dtype=object)[self.rows]
+
+    @functools.cached_property
+    def _position_of(self) -> dict[str, int]:
+        return {qid: i for i, qid in enumerate(self.query_ids)}
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -133,7 +156,7 @@ class ReplayCore:
             "text": spaces.Text(
                 max_length=max(1, int(prompts.str.len().max())),
                 min_length=0,
-                charset=frozenset("".join(prompts)) or frozenset(" "),
+                charset=_charset(prompts) or frozenset(" "),
             ),
             "benchmark": spaces.Discrete(len(t.benchmarks)),
         }
@@ -189,6 +212,15 @@ class ReplayCore:
         return self.table.score(actions, allowed)
 
 
+def _charset(texts: Any, block: int = 4096) -> frozenset[str]:
+    """Every character of ``texts``, joined a block at a time (one join of 100,000 prompts
+    held ~60 MB at once)."""
+    chars: set[str] = set()
+    for start in range(0, len(texts), block):
+        chars.update("".join(texts[start : start + block].tolist()))
+    return frozenset(chars)
+
+
 class QuerySampler:
     """The order in which a split's queries are shown."""
 
@@ -211,7 +243,20 @@ class QuerySampler:
         return position
 
     def next_many(self, rng: np.random.Generator, count: int) -> np.ndarray:
-        return np.array([self.next(rng) for _ in range(count)], dtype=np.int64)
+        """The next ``count`` draws, exactly as ``count`` calls of ``next`` make them (slices of
+        the pass's permutation, a new permutation whenever a pass ends)."""
+        out = np.empty(count, dtype=np.int64)
+        filled = 0
+        while filled < count:
+            if self._cursor >= self.n:
+                self._cursor = 0
+                if self.order == "shuffle":
+                    self._order = rng.permutation(self.n)
+            take = min(count - filled, self.n - self._cursor)
+            out[filled : filled + take] = self._order[self._cursor : self._cursor + take]
+            self._cursor += take
+            filled += take
+        return out
 
 
 class ReplayEnv(gym.Env):
@@ -222,12 +267,7 @@ class ReplayEnv(gym.Env):
     config_class: ClassVar[type[QueryStreamConfig]] = QueryStreamConfig
 
     def __init__(self, config: QueryStreamConfig | None = None, **overrides: Any):
-        if config is not None and overrides:
-            raise TypeError(f"{type(self).__name__}: pass either a config or keyword options, not both")
-        if config is None:
-            config = self.config_class.from_overrides(overrides, type(self).__name__)
-        elif not isinstance(config, self.config_class):
-            raise TypeError(f"{type(self).__name__} takes a {self.config_class.__name__}, got {type(config).__name__}")
+        config = self.config_class.resolve(config, overrides, type(self).__name__)
         self.config = config
         from routing_gym.sources import resolve_tournament  # sources sit beside envs; import on use
 

@@ -23,6 +23,7 @@ from gymnasium import spaces
 from routing_gym.envs.observation import QUESTION_KEYS, ObservationBatch
 from routing_gym.envs.replay import ReplayCore, ReplayEnv
 from routing_gym.errors import RoutingGymError
+from routing_gym.tournament import Tournament
 
 
 class BoxFeatures:
@@ -110,15 +111,19 @@ class BoxObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
 
 def question_featurizer(env: gym.Env, fit_split: str = "train", **feature_params: Any) -> Any:
     """The shared featurizer of the question part, fitted on ``fit_split`` of ``env``'s tournament."""
-    from routing_gym.features import fit_featurizer
-
     base = env.unwrapped
     if not isinstance(base, ReplayEnv):
         raise RoutingGymError(f"pass a fitted featurizer: {type(base).__name__} is not a replay env with a tournament")
-    tournament = base.tournament
+    return tournament_featurizer(base.tournament, fit_split, **feature_params)
+
+
+def tournament_featurizer(tournament: Tournament, fit_split: str = "train", **feature_params: Any) -> Any:
+    """The shared featurizer of the question part, fitted on ``fit_split`` of ``tournament``."""
+    from routing_gym.features import fit_featurizer
+
     if fit_split not in tournament.splits and fit_split != "all":
         raise RoutingGymError(
-            f"{tournament.card.name}: BoxObservation fits its features on split {fit_split!r}, which the "
+            f"{tournament.card.name}: the Box view fits its features on split {fit_split!r}, which the "
             f"tournament does not have (splits: {tournament.splits or 'none'}); call with_splits() first "
             "or pass a fitted featurizer"
         )

@@ -2,8 +2,10 @@
 
 ``resolve_tournament(spec)`` accepts a ``Tournament``, a tournament directory, or the name of
 a registered preset (``list_tournaments()``); ``"default"`` is the offline default that ships
-in ``envs_data/``. The real-data names (``zeroeval-math``, ``llmrouter``) are built once from
-the data directory (``ROUTING_GYM_DATA_DIR``) and cached under ``routing_gym.paths.cache_dir()``.
+in ``envs_data/``. The real-data names (``zeroeval-math``, ``llmrouter``, and their batch-1
+energy variants ``zeroeval-math-batch1``, ``llmrouter-batch1``) are built once from the data
+directory (``ROUTING_GYM_DATA_DIR``) and cached under ``routing_gym.paths.cache_dir()``, one
+cache directory per name.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ REAL_DATA_BUILDS = {
     "zeroeval-math": "routing_gym.sources.zeroeval:build_zeroeval_tournament",
     "llmrouter": "routing_gym.sources.llmrouter:build_llmrouter_tournament",
 }
+# The same builds under another energy model (routing_gym.sources.energy_model): name -> (build, energy model).
+ENERGY_MODEL_VARIANTS = {f"{base}-batch1": (base, "batch1") for base in REAL_DATA_BUILDS}
 
 
 def register_tournament(name: str) -> Callable[[Callable[[], Tournament]], Callable[[], Tournament]]:
@@ -46,7 +50,7 @@ def register_tournament(name: str) -> Callable[[Callable[[], Tournament]], Calla
 def list_tournaments() -> list[str]:
     _import_builtin_presets()
     shipped = [p.name for p in shipped_data_dir().iterdir() if (p / "card.json").exists()]
-    return sorted(set(shipped) | set(TOURNAMENT_PRESETS) | set(REAL_DATA_BUILDS) | {"default"})
+    return sorted(set(shipped) | set(TOURNAMENT_PRESETS) | set(REAL_DATA_BUILDS) | set(ENERGY_MODEL_VARIANTS) | {"default"})
 
 
 def resolve_tournament(spec: Tournament | str | os.PathLike) -> Tournament:
@@ -63,7 +67,7 @@ def resolve_tournament(spec: Tournament | str | os.PathLike) -> Tournament:
     if isinstance(spec, str) and os.sep not in name and not name.startswith("."):
         if (shipped_data_dir() / name / "card.json").exists():
             path = shipped_data_dir() / name
-        elif name in REAL_DATA_BUILDS:
+        elif name in REAL_DATA_BUILDS or name in ENERGY_MODEL_VARIANTS:
             path = build_real_tournament(name)
         else:
             _import_builtin_presets()
@@ -92,9 +96,10 @@ def build_real_tournament(name: str, data_dir: str | os.PathLike | None = None, 
     if (out / "card.json").exists() and not rebuild:
         return out
     root = resolve_data_dir(data_dir)
-    module, function = REAL_DATA_BUILDS[name].split(":")
+    base, energy_model = ENERGY_MODEL_VARIANTS.get(name, (name, "batched"))
+    module, function = REAL_DATA_BUILDS[base].split(":")
     print(f"building the {name} tournament from {root} into {out} (once; several minutes)", file=sys.stderr)
-    tournament, report = getattr(importlib.import_module(module), function)(root)
+    tournament, report = getattr(importlib.import_module(module), function)(root, energy_model=energy_model)
     tournament.save(out)
     report.save(out)
     return out

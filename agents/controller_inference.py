@@ -1,0 +1,225 @@
+"""Routing with a trained text controller: greedy decoding and the exact choice probe.
+
+- ``generate_greedy``: batched greedy completions with a shared-prefix KV cache (the
+  instructions and legend every prompt shares are computed once) and the controller's own
+  cost per query (tokens, seconds, and joules when an energy meter is available);
+- ``choice_probabilities`` / ``expected_choice_reward``: the exact probability of each
+  ``Choice: X`` and the policy's expected reward, the noise-free probe that GRPO training
+  logs before and after.
+
+torch is imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from routing_gym_agents.controller_prompt import PromptBuilder
+
+
+def render_prompts(tokenizer: Any, prompts: Sequence[Any], chat: bool) -> list[str]:
+    if not chat:
+        return list(prompts)
+    return [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
+
+
+def _make_meter(kind: str, device: str) -> Any:
+    """A ``routing_gym.collect.meters`` meter for controller joules; None without one.
+
+    ``auto`` only tries NVML when the controller runs on a GPU (on CPU there is nothing to read).
+    """
+    if kind == "none" or (kind == "auto" and device == "cpu"):
+        return None
+    from routing_gym.collect.meters import NullMeter, make_meter
+
+    meter = make_meter(kind)
+    return None if isinstance(meter, NullMeter) else meter
+
+
+def generate_greedy(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Any],
+    chat: bool,
+    max_new_tokens: int,
+    batch_size: int,
+    meter: str = "auto",
+    progress: bool = False,
+    prefix_cache: bool = True,
+) -> tuple[list[str], dict[str, np.ndarray]]:
+    """Greedy completions of ``prompts`` and the controller's overhead per query.
+
+    With ``prefix_cache`` the token prefix every prompt shares (instructions and legend, most
+    of the prompt) is run once and its key/value cache reused for every batch, so each query
+    only pays for its own question; outputs match uncached decoding up to float round-off.
+
+    Overhead arrays: ``prompt_tokens`` (whole prompt), ``prefill_tokens`` (prompt tokens
+    actually computed for the query, after the shared prefix), ``generated_tokens`` (up to and
+    including the end of turn), ``decode_s`` (the query's equal share of its batch's wall time
+    plus of the one-off prefix pass) and, when an energy meter is available, ``energy_j``
+    (gross GPU joules, shared the same way).
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    device = model.device
+    texts = render_prompts(tokenizer, prompts, chat)
+    ids = [tokenizer(t, add_special_tokens=not chat)["input_ids"] for t in texts]
+    n = len(ids)
+    energy = _make_meter(meter, device.type)
+    overhead = {name: np.zeros(n) for name in ("prompt_tokens", "prefill_tokens", "generated_tokens", "decode_s")}
+    if energy is not None:
+        overhead["energy_j"] = np.zeros(n)
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    out_text: list[str] = []
+    model.eval()
+
+    prefix, shared_cache = [], None
+    if prefix_cache and n > 1:  # the one-off prefix pass: its cost is shared by every query
+        if energy is not None:
+            energy.start()
+        tic = time.perf_counter()
+        prefix, shared_cache = _shared_prefix_cache(model, ids)
+        overhead["decode_s"] += (time.perf_counter() - tic) / n
+        if energy is not None:
+            joules = energy.stop().gross_j
+            overhead["energy_j"] += (joules if joules is not None else math.nan) / n
+    p = len(prefix)
+    for start in tqdm(range(0, n, batch_size), desc="controller decode", disable=not progress, leave=False):
+        suffixes = [x[p:] for x in ids[start : start + batch_size]]
+        width = max(len(x) for x in suffixes)
+        # Left padding sits between the shared prefix and each question; the attention mask
+        # hides it and position ids count only real tokens, as without the cache.
+        input_ids = torch.tensor([prefix + [pad] * (width - len(x)) + x for x in suffixes], device=device)
+        mask = torch.tensor([[1] * p + [0] * (width - len(x)) + [1] * len(x) for x in suffixes], device=device)
+        kwargs = {} if shared_cache is None else {"cache": _repeat_cache(shared_cache, len(suffixes))}
+        if energy is not None:
+            energy.start()
+        tic = time.perf_counter()
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=input_ids,
+                attention_mask=mask,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+                pad_token_id=pad,
+                eos_token_id=eos,
+                **kwargs,
+            )
+        seconds = time.perf_counter() - tic
+        joules = energy.stop().gross_j if energy is not None else None
+        generated = out[:, input_ids.shape[1] :]
+        sl = slice(start, start + len(suffixes))
+        overhead["prompt_tokens"][sl] = [p + len(x) for x in suffixes]
+        overhead["prefill_tokens"][sl] = [len(x) for x in suffixes]
+        overhead["generated_tokens"][sl] = _lengths_until_eos(generated.cpu().numpy(), eos)
+        overhead["decode_s"][sl] += seconds / len(suffixes)
+        if energy is not None:
+            overhead["energy_j"][sl] += (joules if joules is not None else math.nan) / len(suffixes)
+        out_text.extend(tokenizer.batch_decode(generated, skip_special_tokens=True))
+    if energy is not None:
+        energy.close()
+    return out_text, overhead
+
+
+def _common_prefix(ids: list[list[int]]) -> list[int]:
+    """Longest token prefix shared by every sequence, leaving each at least one own token."""
+    first = ids[0]
+    limit = min(len(x) for x in ids) - 1
+    length = 0
+    while length < limit and all(x[length] == first[length] for x in ids):
+        length += 1
+    return first[:length]
+
+
+def _shared_prefix_cache(model: Any, ids: list[list[int]]) -> tuple[list[int], Any]:
+    """The token prefix all prompts share (instructions and legend) and its KV cache, computed
+    once; ``([], None)`` for a single prompt or no shared prefix."""
+    import torch
+
+    prefix = _common_prefix(ids) if len(ids) > 1 else []
+    if not prefix:
+        return [], None
+    with torch.no_grad():
+        return prefix, model(input_ids=torch.tensor([prefix], device=model.device), use_cache=True).cache
+
+
+def _repeat_cache(cache: Any, rows: int) -> Any:
+    """A batch-sized copy of the shared prefix cache (the forward pass extends it in place)."""
+    import copy
+
+    batch = copy.deepcopy(cache)
+    batch.batch_repeat_interleave(rows)
+    return batch
+
+
+def _lengths_until_eos(ids: np.ndarray, eos: int) -> np.ndarray:
+    is_eos = ids == eos
+    first = np.where(is_eos.any(axis=1), is_eos.argmax(axis=1) + 1, ids.shape[1])
+    return first.astype(float)
+
+
+def choice_letter_ids(tokenizer: Any, builder: PromptBuilder) -> tuple[list[int], list[int]]:
+    """Token ids of the shared ``Choice:`` prefix and of each letter after it."""
+    encoded = [
+        tokenizer(builder.choice_line(k), add_special_tokens=False)["input_ids"] for k in range(builder.legend.k)
+    ]
+    prefix = encoded[0][:-1]
+    if any(e[:-1] != prefix for e in encoded) or len({e[-1] for e in encoded}) != len(encoded):
+        raise ValueError("this tokenizer does not split 'Choice: X' into a shared prefix and one letter token")
+    return prefix, [e[-1] for e in encoded]
+
+
+def choice_probabilities(
+    model: Any,
+    tokenizer: Any,
+    builder: PromptBuilder,
+    prompts: Sequence[Any],
+    chat: bool,
+    batch_size: int = 8,
+    prefix_cache: bool = True,
+) -> np.ndarray:
+    """``[n, K]`` probability that the completion starts with ``Choice: X`` for each letter X
+    (prefix probability times the letter's next-token probability), temperature 1.
+
+    One forward pass per prompt; with ``prefix_cache`` the shared instructions and legend are
+    computed once (as in ``generate_greedy``)."""
+    import torch
+
+    choice, letters = choice_letter_ids(tokenizer, builder)
+    ids = [tokenizer(t, add_special_tokens=not chat)["input_ids"] for t in render_prompts(tokenizer, prompts, chat)]
+    model.eval()
+    shared, shared_cache = _shared_prefix_cache(model, ids) if prefix_cache else ([], None)
+    p, pad, device = len(shared), tokenizer.pad_token_id, model.device
+    out = np.zeros((len(ids), len(letters)))
+    for start in range(0, len(ids), batch_size):
+        # Each row: its own prompt tokens (at least one), then "Choice:"; right padding keeps
+        # the real tokens' positions, which are given explicitly after the cached prefix.
+        rows = [x[p:] + choice for x in ids[start : start + batch_size]]
+        width = max(len(x) for x in rows)
+        input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in rows], device=device)
+        mask = torch.tensor([[1] * (p + len(x)) + [0] * (width - len(x)) for x in rows], device=device)
+        kwargs: dict[str, Any] = {"position_ids": torch.arange(p, p + width, device=device).expand(len(rows), -1)}
+        if shared_cache is not None:
+            kwargs["cache"] = _repeat_cache(shared_cache, len(rows))
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=input_ids, attention_mask=mask, **kwargs).logits.float(), dim=-1)
+        for i, x in enumerate(rows):
+            end = len(x)  # logits at position j predict token j + 1
+            choice_logp = sum(float(logp[i, end - len(choice) - 1 + j, choice[j]]) for j in range(len(choice)))
+            out[start + i] = np.exp(choice_logp + logp[i, end - 1, letters].cpu().numpy())
+    return out
+
+
+def expected_choice_reward(probabilities: np.ndarray, reward_matrix: np.ndarray, invalid_penalty: float) -> np.ndarray:
+    """Per query, the policy's expected reward: sum_k p_k r_k, the remaining mass (completions
+    not starting with ``Choice: X``) charged the invalid penalty."""
+    valid_mass = probabilities.sum(axis=1)
+    return (probabilities * reward_matrix).sum(axis=1) + (1.0 - valid_mass) * invalid_penalty

@@ -1,0 +1,577 @@
+"""Operating-point curves: sweep an agent's cost knob and compare the curve with the fixed-model hull.
+
+One point of ``compare`` says where a router lands; its *curve* says whether it routes at every
+budget. An agent joins by declaring a ``cost_knob`` (``CostKnob``): the one number that trades
+accuracy for joules. ``run_frontier``:
+
+1. carves a seeded validation part out of the **training** split, stratified by benchmark
+   (``carve_validation``); the agents train on the rest, and the test split is never read
+   while choosing;
+2. for every candidate knob value, trains the agent (or reuses one fit, see ``CostKnob``) and
+   routes the validation part and the test split;
+3. keeps the values whose *validation* (joules, accuracy) points are Pareto-optimal among the
+   candidates (identical points once): the curve's operating points;
+4. reports those points on test: each point's routing gain, the **mean gain of the curve over
+   the hull** on their common joule range (the area between the curve, read as its own hull,
+   and the fixed-model hull divided by the range's width: an AIQ-style number,
+   ``hull.mean_gain_over_range``), and for every fixed model whether some operating point
+   strictly dominates it (``stats.dominance_from_resamples``). Intervals are paired
+   percentile bootstrap intervals: one ``BootstrapPlan`` over test queries recomputes the
+   hull, the curve and every point per resample.
+
+Dominance "by some point" takes the best of the curve's points, each tested at the stated
+confidence; it is not corrected for the number of points (stated in every output).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+import numpy as np
+import pandas as pd
+
+from routing_gym.envs import ObservationBatch, Reward
+from routing_gym.envs.rewards import DEFAULT_INVALID_PENALTY
+from routing_gym.errors import RoutingGymError
+from routing_gym.eval import hull as fixed_hull
+from routing_gym.eval.pareto import pareto_front
+from routing_gym.eval.scoring import score_actions
+from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval
+from routing_gym.tournament import Tournament
+
+KnobTarget = Literal["act", "fit", "reward"]
+KNOB_TARGETS = ("act", "fit", "reward")
+DEFAULT_FRONTIER_AGENTS = ("cost-aware", "knn", "uniroute", "linucb")
+MIN_BOOTSTRAP = 10
+_GAIN_GRID = 256  # joule grid of the mean gain (hull.mean_gain_over_range's default)
+_GAIN_CHUNK_CELLS = 4_000_000  # resamples x grid x K x K cells per chunk of the resampled mean gain
+
+
+@dataclass(frozen=True)
+class CostKnob:
+    """An agent's cost knob: declare ``cost_knob = CostKnob(...)`` on the agent (class or instance).
+
+    Args:
+        parameter: the constructor keyword that holds the knob (``applies`` "act" or "fit"),
+            or the coefficient of the training reward (``applies`` "reward", e.g. ``lambda_e``).
+        applies: ``"act"``: routing reads it, training does not: the agent is fitted once and the
+            value is set as an attribute on a copy of the fitted agent per value (cheap);
+            ``"fit"``: training depends on it: one agent constructed with it and fitted per value;
+            ``"reward"``: one agent fitted per value under the training reward with that
+            coefficient.
+        cheaper_when: ``"higher"`` when larger values route to cheaper models, else ``"lower"``.
+        grid: the default candidate values (``routing-gym frontier --grid`` replaces them).
+    """
+
+    parameter: str
+    applies: KnobTarget
+    cheaper_when: Literal["higher", "lower"]
+    grid: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if self.applies not in KNOB_TARGETS:
+            raise ValueError(f"CostKnob.applies must be one of {KNOB_TARGETS}, got {self.applies!r}")
+        if self.cheaper_when not in ("higher", "lower"):
+            raise ValueError(f"CostKnob.cheaper_when must be 'higher' or 'lower', got {self.cheaper_when!r}")
+        check_grid(self.grid, f"CostKnob({self.parameter!r}).grid")
+
+    def describe(self) -> str:
+        where = {"act": "routing only", "fit": "refit per value", "reward": "training reward coefficient, refit per value"}
+        return f"{self.parameter} ({where[self.applies]}; {self.cheaper_when} = cheaper)"
+
+
+def check_grid(values: Sequence[float], where: str) -> tuple[float, ...]:
+    """Finite, distinct numbers, at least one; ``RoutingGymError`` names ``where`` otherwise."""
+    try:
+        grid = tuple(float(v) for v in values)
+    except (TypeError, ValueError):
+        raise RoutingGymError(f"{where}: expected a list of numbers, got {values!r}") from None
+    if not grid or not all(math.isfinite(v) for v in grid) or len(set(grid)) != len(grid):
+        raise RoutingGymError(f"{where}: expected distinct finite numbers (at least one), got {list(values)!r}")
+    return grid
+
+
+# ---------------------------------------------------------------------- the validation part of train
+def carve_validation(t: Tournament, train_split: str = "train", share: float = 0.2, seed: int = 0) -> Tournament:
+    """A copy of ``t`` whose ``train_split`` rows are cut into ``<train>:fit`` and
+    ``<train>:validation`` (``share`` of each benchmark's training rows, seeded, rounded to
+    the nearest row); every other row keeps its split, so test rows are never touched."""
+    if not 0 < share < 1:
+        raise RoutingGymError(f"validation share (--validation-share) must be in (0, 1), got {share}")
+    fit_name, validation_name = f"{train_split}:fit", f"{train_split}:validation"
+    taken = {fit_name, validation_name} & set(t.splits)
+    if taken:
+        raise RoutingGymError(f"{t.card.name}: split name(s) {sorted(taken)} already exist; cannot carve a validation part")
+    train_rows = t.split_rows(train_split)
+    split = t.queries["split"].to_numpy(dtype=object).copy()
+    benchmarks = t.queries["benchmark"].to_numpy()
+    rng = np.random.default_rng(seed)
+    for benchmark in sorted(set(benchmarks[train_rows])):
+        rows = train_rows[benchmarks[train_rows] == benchmark]
+        rows = rows[rng.permutation(len(rows))]
+        n_val = int(round(share * len(rows)))
+        split[rows[:n_val]] = validation_name
+        split[rows[n_val:]] = fit_name
+    for name in (fit_name, validation_name):
+        if not (split == name).any():
+            raise RoutingGymError(f"{t.card.name}: a validation share of {share} leaves split {name!r} empty "
+                                  f"({len(train_rows)} training rows)")
+    queries = t.queries.copy()
+    queries["split"] = split.astype(str)
+    card = replace(t.card, split={**t.card.split, "validation": {"of": train_split, "share": share, "seed": seed,
+                                                                   "stratified_by": "benchmark"}})
+    return replace(t, queries=queries, card=card)
+
+
+# ---------------------------------------------------------------------- settings and results
+@dataclass
+class FrontierConfig:
+    """Settings of one ``routing-gym frontier`` run."""
+
+    tournament: Any = "default"
+    agents: Sequence[str] = DEFAULT_FRONTIER_AGENTS
+    grids: dict[str, Sequence[float]] = field(default_factory=dict)  # agent -> knob values (replace its grid)
+    agent_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seed: int = 0
+    validation_share: float = 0.2
+    validation_seed: int = 0
+    reward: str = "gated_rank"  # the training reward (a "reward" knob overrides its coefficient)
+    coefficients: dict[str, float] = field(default_factory=lambda: {"lambda_e": 0.4})
+    invalid_penalty: float = DEFAULT_INVALID_PENALTY
+    train_split: str = "train"
+    test_split: str = "test"
+    n_bootstrap: int = 1000
+    confidence: float = 0.95
+    bootstrap_seed: int = 0
+    progress: bool = True  # one line per fitted agent on stderr
+
+    def check(self) -> None:
+        if self.n_bootstrap < MIN_BOOTSTRAP:
+            raise RoutingGymError(f"n_bootstrap (--bootstrap) must be >= {MIN_BOOTSTRAP}, got {self.n_bootstrap}")
+        if not 0 < self.confidence < 1:
+            raise RoutingGymError(f"confidence must be in (0, 1), got {self.confidence}")
+        if not self.agents:
+            raise RoutingGymError("no agents given")
+        unknown = (set(self.grids) | set(self.agent_kwargs)) - set(self.agents)
+        if unknown:
+            raise RoutingGymError(f"--grid / --agent-kwargs name agents not in the run: {sorted(unknown)}")
+
+
+@dataclass
+class OperatingPoint:
+    """One knob value: its validation point (every candidate) and, when selected, its test point."""
+
+    value: float
+    validation_accuracy: float
+    validation_energy_j: float
+    selected: bool = False
+    test_accuracy: float = math.nan
+    test_energy_j: float = math.nan
+    stats: dict[str, Any] = field(default_factory=dict)  # intervals and gain, filled on test
+    per_query: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # test correct / energy_j
+
+
+@dataclass
+class AgentCurve:
+    agent: str
+    knob: CostKnob | None
+    points: list[OperatingPoint] = field(default_factory=list)
+    fit_s: float = 0.0
+    error: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)  # mean gain over the hull, range, CI
+    dominance: list[dict[str, Any]] = field(default_factory=list)  # one entry per fixed model
+
+    @property
+    def selected(self) -> list[OperatingPoint]:
+        return sorted((p for p in self.points if p.selected), key=lambda p: (p.test_energy_j, p.test_accuracy))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent, "knob": None if self.knob is None else asdict(self.knob), "fit_s": self.fit_s,
+            "error": self.error, "summary": self.summary, "dominance": self.dominance,
+            "points": [{k: v for k, v in asdict(p).items() if k != "per_query"} for p in self.points],
+        }
+
+
+@dataclass
+class FrontierResult:
+    config: FrontierConfig
+    tournament: Tournament  # the carved copy (splits <train>:fit, <train>:validation, test)
+    curves: list[AgentCurve]
+    fixed: pd.DataFrame  # model, test accuracy, test mean joules
+    hull: dict[str, Any]
+    elapsed_s: float = 0.0
+
+    @property
+    def failures(self) -> list[AgentCurve]:
+        return [c for c in self.curves if c.error]
+
+    def settings(self) -> dict[str, Any]:
+        c, t = self.config, self.tournament
+        train = c.train_split
+        return {
+            "tournament": {"name": t.card.name, "provenance": t.card.provenance, "models": t.model_ids,
+                           "n_fit": int(len(t.split_rows(f"{train}:fit"))),
+                           "n_validation": int(len(t.split_rows(f"{train}:validation"))),
+                           "n_test": int(len(t.split_rows(c.test_split))), "test_split": c.test_split},
+            "validation": {"of": train, "share": c.validation_share, "seed": c.validation_seed,
+                           "stratified_by": "benchmark",
+                           "selection": "knob values whose validation (J, accuracy) point is Pareto-optimal among the "
+                                        "candidates (one value per identical point); the test split is never read "
+                                        "while choosing"},
+            "training_reward": Reward(c.reward, dict(c.coefficients), c.invalid_penalty).describe(),
+            "seed": c.seed,
+            "intervals": f"{c.confidence:.0%} paired percentile bootstrap over the test queries ({c.n_bootstrap} "
+                         f"resamples, seed {c.bootstrap_seed}); hull, curve and points recomputed per resample",
+            "mean_gain": "area between the curve (read as its own hull) and the fixed-model hull over their common "
+                         "joule range, divided by the range's width (pp); area_pp_j = mean gain x width (derived)",
+            "dominance": f"strict paired test per (operating point, fixed model) at {c.confidence:.0%}; a fixed model "
+                         "counts as dominated when some point dominates it (not corrected for the number of points)",
+            "hull": fixed_hull.__doc__.strip().splitlines()[0],
+            "elapsed_s": self.elapsed_s,
+        }
+
+
+# ---------------------------------------------------------------------- running
+def agent_knob(agent: Any) -> CostKnob:
+    """The agent's ``cost_knob``; a clear error for an agent without one."""
+    knob = getattr(agent, "cost_knob", None)
+    if not isinstance(knob, CostKnob):
+        raise RoutingGymError(
+            f"agent {agent.name!r} exposes no cost knob: declare `cost_knob = CostKnob(parameter, applies, cheaper_when, "
+            "grid)` (routing_gym.eval.frontier) on the agent to draw its curve"
+        )
+    return knob
+
+
+def _plan_agent(name: str, config: FrontierConfig) -> tuple[CostKnob, tuple[float, ...]]:
+    """Knob and candidate values of one agent, every value checked (constructor or reward) before training."""
+    from routing_gym_agents import make_agent
+
+    kwargs = config.agent_kwargs.get(name, {})
+    try:
+        knob = agent_knob(make_agent(name, **kwargs))
+        grid = check_grid(config.grids[name], f"--grid for {name!r}") if name in config.grids else knob.grid
+        for value in grid:
+            if knob.applies == "reward":
+                Reward(config.reward, {**config.coefficients, knob.parameter: value}, config.invalid_penalty)
+            else:
+                make_agent(name, **{**kwargs, knob.parameter: value})
+    except (TypeError, ValueError) as exc:
+        raise RoutingGymError(f"agent {name!r}: {exc}") from None
+    return knob, grid
+
+
+def run_frontier(config: FrontierConfig) -> FrontierResult:
+    """Sweep every agent's knob, choose points on validation, report them on test."""
+    from routing_gym.sources import resolve_tournament
+    from routing_gym_agents.registry import list_agents
+
+    start = time.perf_counter()
+    config.check()
+    registered = list_agents()
+    for name in config.agents:
+        if name not in registered:
+            raise RoutingGymError(f"unknown agent {name!r}; registered: {', '.join(registered)}")
+    plans = {name: _plan_agent(name, config) for name in config.agents}
+    t = carve_validation(resolve_tournament(config.tournament), config.train_split, config.validation_share,
+                         config.validation_seed)
+    t.split_rows(config.test_split)
+    rows = {"validation": t.split_rows(f"{config.train_split}:validation"), "test": t.split_rows(config.test_split)}
+    curves = []
+    for name, (knob, grid) in plans.items():
+        tic = time.perf_counter()
+        curve = _sweep(name, knob, grid, config, t, rows)
+        curve.fit_s = time.perf_counter() - tic
+        if config.progress:
+            status = f"FAILED ({curve.error[:120]})" if curve.error else f"{len(curve.selected)} of {len(grid)} values chosen"
+            print(f"frontier: {name}: {status} in {curve.fit_s:.1f} s", file=sys.stderr, flush=True)
+        curves.append(curve)
+    fixed, hull = _analyse(config, t, rows["test"], curves)
+    return FrontierResult(config, t, curves, fixed, hull, time.perf_counter() - start)
+
+
+def _sweep(name: str, knob: CostKnob, grid: tuple[float, ...], config: FrontierConfig, t: Tournament,
+           rows: dict[str, np.ndarray]) -> AgentCurve:
+    """Every candidate value on validation and test (test kept only for the chosen ones)."""
+    from routing_gym_agents import FitContext, make_agent
+
+    kwargs = config.agent_kwargs.get(name, {})
+    batches = {part: ObservationBatch.from_tournament(t, r) for part, r in rows.items()}
+
+    def context(coefficients: dict[str, float]) -> Any:
+        reward = Reward(config.reward, coefficients, config.invalid_penalty)
+        return FitContext(tournament=t, reward=reward, train_split=f"{config.train_split}:fit", seed=config.seed)
+
+    curve = AgentCurve(name, knob)
+    test_runs = []
+    try:
+        shared = None
+        if knob.applies == "act":
+            shared = make_agent(name, **kwargs)
+            shared.fit(context(dict(config.coefficients)))
+        for value in grid:
+            if shared is not None:
+                agent = copy.copy(shared)
+                setattr(agent, knob.parameter, value)
+            else:
+                agent = make_agent(name, **(kwargs if knob.applies == "reward" else {**kwargs, knob.parameter: value}))
+                coefficients = dict(config.coefficients)
+                if knob.applies == "reward":
+                    coefficients[knob.parameter] = value
+                agent.fit(context(coefficients))
+            routed = {part: _route(agent, batch, t, r, config) for (part, batch), r in zip(batches.items(), rows.values())}
+            curve.points.append(OperatingPoint(value, float(routed["validation"]["correct"].mean()),
+                                               float(routed["validation"]["energy_j"].mean())))
+            test_runs.append(routed["test"])
+    except Exception as exc:  # one agent's bug must not sink the others' curves
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        curve.error = f"{type(exc).__name__}: {exc} ({Path(frame.filename).name}:{frame.lineno})"
+        return curve
+    acc = np.array([p.validation_accuracy for p in curve.points])
+    joules = np.array([p.validation_energy_j for p in curve.points])
+    for i in pareto_front(acc, joules):
+        point = curve.points[i]
+        point.selected = True
+        point.per_query = test_runs[i]
+        point.test_accuracy = float(test_runs[i]["correct"].mean())
+        point.test_energy_j = float(test_runs[i]["energy_j"].mean())
+    return curve
+
+
+def _route(agent: Any, batch: ObservationBatch, t: Tournament, rows: np.ndarray, config: FrontierConfig) -> dict[str, np.ndarray]:
+    actions = np.asarray(agent.act_batch(batch))
+    if actions.shape != (len(batch),):
+        raise RoutingGymError(f"act_batch returned shape {actions.shape} for {len(batch)} queries")
+    # The one scorer: invalid actions count as wrong and cost 0 J, as everywhere else.
+    zeros = np.zeros((len(rows), t.n_models))
+    scored = score_actions(zeros, t.outcomes(rows), actions, config.invalid_penalty)
+    return {"correct": scored.correct.astype(np.float64), "energy_j": scored.energy_j.astype(np.float64)}
+
+
+# ---------------------------------------------------------------------- test-split statistics
+def _analyse(config: FrontierConfig, t: Tournament, test_rows: np.ndarray,
+             curves: list[AgentCurve]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Fills every curve's summary, points' intervals and dominance; returns the fixed models and hull."""
+    k = t.n_models
+    correct, energy = t.correct[test_rows], t.energy_j[test_rows]
+    fixed_acc, fixed_j = correct.mean(axis=0), energy.mean(axis=0)
+    fixed = pd.DataFrame({"model": t.model_ids, "accuracy": fixed_acc, "mean_energy_j": fixed_j})
+    hull = fixed_hull.fixed_model_hull(fixed_j, fixed_acc)
+    ok = [c for c in curves if not c.error and c.selected]
+    blocks = [correct, energy] + [np.stack([p.per_query["correct"], p.per_query["energy_j"]], axis=1)
+                                  for c in ok for p in c.selected]
+    boot = BootstrapPlan(len(test_rows), config.n_bootstrap, config.bootstrap_seed).means(np.concatenate(blocks, axis=1))
+    boot_acc, boot_j = boot[:, :k], boot[:, k:2 * k]
+    scale = (float(np.abs(correct).max()), float(np.abs(energy).max()))
+    column = 2 * k
+    for curve in ok:
+        points = curve.selected
+        boot_points = boot[:, column:column + 2 * len(points)].reshape(len(boot), len(points), 2)  # [B, C, (acc, J)]
+        column += 2 * len(points)
+        for i, p in enumerate(points):
+            gain = 100 * fixed_hull.routing_gain(fixed_j, fixed_acc, p.test_energy_j, p.test_accuracy)
+            boot_gain = 100 * fixed_hull.routing_gain(boot_j, boot_acc, boot_points[:, i, 1], boot_points[:, i, 0])
+            p.stats = {"routing_gain_pp": float(gain), "routing_gain_vs": hull.gain_position(p.test_energy_j)}
+            for metric, values in (("accuracy", boot_points[:, i, 0]), ("energy_j", boot_points[:, i, 1]),
+                                   ("routing_gain_pp", boot_gain)):
+                low, high = percentile_interval(values, config.confidence)
+                p.stats.update({f"{metric}_ci_low": float(low), f"{metric}_ci_high": float(high)})
+        curve_j = np.array([p.test_energy_j for p in points])
+        curve_acc = np.array([p.test_accuracy for p in points])
+        mean_gain = float(fixed_hull.mean_gain_over_range(fixed_j, fixed_acc, curve_j, curve_acc))
+        low_j, high_j = max(fixed_j.min(), curve_j.min()), min(fixed_j.max(), curve_j.max())
+        curve.summary = {"n_points": len(points), "joule_range": [float(low_j), float(high_j)],
+                         "mean_gain_pp": 100 * mean_gain, "area_pp_j": 100 * mean_gain * (high_j - low_j)}
+        if math.isfinite(mean_gain):
+            boot_mean = 100 * _resampled_mean_gain(boot_j, boot_acc, boot_points[:, :, 1], boot_points[:, :, 0])
+            finite = boot_mean[np.isfinite(boot_mean)]  # a resample where the ranges stop overlapping has no area
+            low, high = percentile_interval(finite, config.confidence) if len(finite) else (math.nan, math.nan)
+            curve.summary.update(mean_gain_pp_ci_low=float(low), mean_gain_pp_ci_high=float(high),
+                                 resamples_without_overlap=int(len(boot_mean) - len(finite)))
+        else:
+            curve.summary["note"] = ("the curve and the fixed models share no joule range (a single point, or every "
+                                     "point outside the fixed models' range): no area")
+        curve.dominance = _dominated_fixed_models(config, t, fixed, points, boot_points, boot_acc, boot_j, scale)
+    hull_info = {"models": [t.model_ids[i] for i in hull.vertex_index], "energy_j": hull.energy_j.tolist(),
+                 "accuracy": hull.accuracy.tolist(), "max_fixed_energy_j": float(fixed_j.max())}
+    return fixed, hull_info
+
+
+def _resampled_mean_gain(fixed_j: np.ndarray, fixed_acc: np.ndarray, curve_j: np.ndarray, curve_acc: np.ndarray) -> np.ndarray:
+    """``mean_gain_over_range`` per resample, in chunks of resamples: one call holds
+    ``[B, grid, K, K]`` arrays (2.5 GB peak for 1,000 resamples of 16 models in one piece)."""
+    width = max(fixed_j.shape[-1], curve_j.shape[-1])
+    chunk = max(1, _GAIN_CHUNK_CELLS // (_GAIN_GRID * width * width))
+    return np.concatenate([
+        fixed_hull.mean_gain_over_range(fixed_j[i:i + chunk], fixed_acc[i:i + chunk], curve_j[i:i + chunk],
+                                        curve_acc[i:i + chunk], n_grid=_GAIN_GRID)
+        for i in range(0, len(fixed_j), chunk)
+    ])
+
+
+def _dominated_fixed_models(config: FrontierConfig, t: Tournament, fixed: pd.DataFrame, points: list[OperatingPoint],
+                            boot_points: np.ndarray, boot_acc: np.ndarray, boot_j: np.ndarray,
+                            scale: tuple[float, float]) -> list[dict[str, Any]]:
+    """Per fixed model: the operating point most likely to dominate it, and whether it does."""
+    out = []
+    for m, model in enumerate(t.model_ids):
+        boot_fixed = np.stack([boot_acc[:, m], boot_j[:, m]], axis=1)
+        point_fixed = (float(fixed["accuracy"][m]), float(fixed["mean_energy_j"][m]))
+        tests = [dominance_from_resamples(boot_points[:, i], boot_fixed, (p.test_accuracy, p.test_energy_j), point_fixed,
+                                          config.confidence, scale=scale) for i, p in enumerate(points)]
+        best = max(range(len(tests)), key=lambda i: (tests[i].dominates, tests[i].prob_dominates))
+        out.append({"model": model, "dominated": bool(tests[best].dominates), "by_value": points[best].value,
+                    "prob_dominates": tests[best].prob_dominates, "tied_axis": tests[best].tied_axis,
+                    "delta_accuracy_pp": 100 * tests[best].delta_accuracy, "delta_energy_j": tests[best].delta_energy_j})
+    return out
+
+
+# ---------------------------------------------------------------------- outputs
+def write_frontier_outputs(result: FrontierResult, out_dir: str | Path, plots: bool = True) -> dict[str, Path]:
+    """frontier.json, points.csv (every candidate value), dominance.csv, table.md and frontier.png."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {name: out / name for name in ("frontier.json", "points.csv", "dominance.csv", "table.md")}
+    rows = []
+    for c in result.curves:
+        for p in c.points:
+            rows.append({"agent": c.agent, "knob": c.knob.parameter if c.knob else "", "value": p.value,
+                         "selected": p.selected, "validation_accuracy": p.validation_accuracy,
+                         "validation_energy_j": p.validation_energy_j, "test_accuracy": p.test_accuracy,
+                         "test_energy_j": p.test_energy_j, **p.stats})
+    pd.DataFrame(rows).to_csv(paths["points.csv"], index=False)
+    pd.DataFrame([{"agent": c.agent, **d} for c in result.curves for d in c.dominance]).to_csv(paths["dominance.csv"], index=False)
+    payload = {"settings": result.settings(), "hull": result.hull, "fixed_models": result.fixed.to_dict(orient="records"),
+               "curves": [c.to_dict() for c in result.curves]}
+    paths["frontier.json"].write_text(json.dumps(_strict_json(payload), indent=1, allow_nan=False))
+    paths["table.md"].write_text(markdown_report(result))
+    if plots:
+        paths["frontier.png"] = plot_frontier(result, out / "frontier.png")
+    return paths
+
+
+def _strict_json(value: Any) -> Any:
+    """NaN / inf as null, numpy scalars as Python ones."""
+    if isinstance(value, dict):
+        return {str(k): _strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_strict_json(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _ci(value: float, low: float | None, high: float | None, fmt: str) -> str:
+    if low is None or high is None or not math.isfinite(value):
+        return format(value, fmt) if math.isfinite(value) else "—"
+    return f"{format(value, fmt)} [{format(low, fmt)}, {format(high, fmt)}]"
+
+
+def markdown_report(result: FrontierResult) -> str:
+    s = result.settings()
+    tour, val = s["tournament"], s["validation"]
+    conf = f"{result.config.confidence:.0%}"
+    vertices = " → ".join(f"{m} ({j:,.1f} J, {100 * a:.1f} %)" for m, j, a in
+                          zip(result.hull["models"], result.hull["energy_j"], result.hull["accuracy"]))
+    lines = [
+        f"# Operating-point curves on {tour['name']}", "",
+        f"Agents trained on {tour['n_fit']} queries ({val['of']} minus a validation part); knob values chosen on "
+        f"{tour['n_validation']} validation queries ({val['share']:.0%} of each benchmark's {val['of']} rows, seed "
+        f"{val['seed']}); reported on {tour['n_test']} {tour['test_split']} queries. Energy provenance: "
+        f"{tour['provenance']}. Training reward (unless the knob is its coefficient): {s['training_reward']}; seed "
+        f"{s['seed']}.", "",
+        f"Fixed-model hull (random mixes of fixed models) on {tour['test_split']}: {vertices}.", "",
+        f"| Agent | Knob | Points chosen / candidates | Common joule range | Mean gain over the hull pp [{conf} CI] "
+        f"| Fixed models dominated at {conf} |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for c in result.curves:
+        if c.error:
+            lines.append(f"| {c.agent} | {c.knob.describe() if c.knob else '—'} | failed: {c.error[:100]} | | | |")
+            continue
+        summary = c.summary
+        low_j, high_j = summary["joule_range"]
+        joule_range = f"{low_j:,.1f}–{high_j:,.1f} J" if high_j > low_j else "none"
+        dominated = [f"{d['model']} (by {c.knob.parameter}={d['by_value']:g})" for d in c.dominance if d["dominated"]]
+        lines.append(f"| {c.agent} | {c.knob.describe()} | {summary['n_points']} / {len(c.points)} | {joule_range} | "
+                     f"{_ci(summary['mean_gain_pp'], summary.get('mean_gain_pp_ci_low'), summary.get('mean_gain_pp_ci_high'), '+.2f')} "
+                     f"| {', '.join(dominated) or 'none'} |")
+    lines += ["", f"Mean gain: {s['mean_gain']}. Dominance: {s['dominance']}. Intervals: {s['intervals']}.", "",
+              f"## Operating points chosen on validation, reported on {tour['test_split']}", "",
+              f"| Agent | Value | Validation acc % / J | Test accuracy % [{conf} CI] | Test mean J [{conf} CI] | "
+              f"Routing gain pp [{conf} CI] |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for c in result.curves:
+        for p in c.selected:
+            st = p.stats
+            mark = "" if st.get("routing_gain_vs", fixed_hull.WITHIN) == fixed_hull.WITHIN else " (outside the hull's range)"
+            lines.append(
+                f"| {c.agent} | {c.knob.parameter}={p.value:g} | {100 * p.validation_accuracy:.1f} / {p.validation_energy_j:,.1f} | "
+                f"{_ci(100 * p.test_accuracy, 100 * st['accuracy_ci_low'], 100 * st['accuracy_ci_high'], '.1f')} | "
+                f"{_ci(p.test_energy_j, st['energy_j_ci_low'], st['energy_j_ci_high'], ',.1f')} | "
+                f"{_ci(st['routing_gain_pp'], st['routing_gain_pp_ci_low'], st['routing_gain_pp_ci_high'], '+.1f')}{mark} |")
+    lines += ["", f"## Fixed models: does some operating point dominate them at {conf}?", "",
+              "| Fixed model | Test accuracy % | Test mean J | " + " | ".join(c.agent for c in result.curves if c.dominance) + " |",
+              "|---|---:|---:|" + "---|" * sum(1 for c in result.curves if c.dominance)]
+    tie = {"": "", "accuracy": ", tied on accuracy", "energy_j": ", tied on joules"}
+    for m, row in result.fixed.iterrows():
+        cells = []
+        for c in result.curves:
+            if not c.dominance:
+                continue
+            d = c.dominance[m]
+            verdict = "**yes**" if d["dominated"] else "no"
+            cells.append(f"{verdict} ({c.knob.parameter}={d['by_value']:g}: p {d['prob_dominates']:.3f}{tie[d['tied_axis']]})")
+        lines.append(f"| {row['model']} | {100 * row['accuracy']:.1f} | {row['mean_energy_j']:,.1f} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def plot_frontier(result: FrontierResult, path: str | Path) -> Path:
+    """Accuracy vs mean joules on test: fixed models, their hull, and every agent's chosen points
+    joined in joule order (validation never drawn)."""
+    from routing_gym.eval.plots import _label_fixed_models, _pyplot, _save, distinct_colours
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9.5, 6.0))
+    fixed = [{"method": f"always {r['model']}", "mean_energy_j": r["mean_energy_j"], "accuracy": r["accuracy"]}
+             for _, r in result.fixed.iterrows()]
+    ax.scatter([f["mean_energy_j"] for f in fixed], [100 * f["accuracy"] for f in fixed], marker="s", s=36,
+               color="0.55", zorder=2, label="fixed models (always X)")
+    # Sampled densely: a mix is linear in joules, which bows on the log axis used for wide ranges.
+    fixed_j, fixed_acc = result.fixed["mean_energy_j"].to_numpy(), result.fixed["accuracy"].to_numpy()
+    xs = np.geomspace(fixed_j.min(), fixed_j.max(), 400)
+    ax.plot(xs, 100 * fixed_hull.hull_accuracy_at(fixed_j, fixed_acc, xs), color="tab:blue", alpha=0.45, linewidth=2.5,
+            zorder=1, label="fixed-model hull (random mixes)")
+    drawn = [c for c in result.curves if not c.error and c.selected]
+    points = [(f["mean_energy_j"], 100 * f["accuracy"]) for f in fixed]
+    for colour, c in zip(distinct_colours(len(drawn)), drawn):
+        sel = c.selected
+        x, y = [p.test_energy_j for p in sel], [100 * p.test_accuracy for p in sel]
+        gain = c.summary.get("mean_gain_pp", math.nan)
+        label = f"{c.agent} ({c.knob.parameter}; mean gain {gain:+.2f} pp)" if math.isfinite(gain) else f"{c.agent} ({c.knob.parameter})"
+        ax.plot(x, y, marker="o", color=colour, linewidth=1.5, markersize=5, zorder=3, label=label)
+        for p, xi, yi in zip(sel, x, y):
+            ax.annotate(f"{p.value:g}", (xi, yi), textcoords="offset points", xytext=(3, 3), fontsize=6, color=colour)
+        points += list(zip(x, y))
+    joules = [p[0] for p in points]
+    if min(joules) > 0 and max(joules) / min(joules) > 20:
+        ax.set_xscale("log")  # fixed models span orders of magnitude in joules
+    s = result.settings()
+    ax.set_xlabel(f"mean answer energy per test query (J, {s['tournament']['provenance']})")
+    ax.set_ylabel("accuracy on test queries (%)")
+    ax.set_title(f"{s['tournament']['name']}: knob values chosen on validation, "
+                 f"shown on {s['tournament']['n_test']} test queries", fontsize=10)
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    _label_fixed_models(ax, fixed, points)
+    return _save(fig, path, plt)

@@ -1,0 +1,163 @@
+"""Operating-point curves: validation carved from train only, the area over the hull, dominance, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zlib
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import make_tournament, two_skill_tournament
+
+from routing_gym.eval import hull as H
+from routing_gym.eval.frontier import CostKnob, FrontierConfig, carve_validation, run_frontier, write_frontier_outputs
+from routing_gym.errors import RoutingGymError
+from routing_gym.tournament import Tournament
+from routing_gym_agents import Agent, ObservationBatch, register_agent
+
+SEEN: dict[str, list[set[str]]] = {"fit": [], "act": []}
+
+
+@register_agent("test-recording-knob")
+class RecordingAgent(Agent):
+    """Records which queries it learns from and routes; its knob picks a fixed model."""
+
+    feedback = "full"
+    cost_knob = CostKnob("model", applies="fit", cheaper_when="lower", grid=(0.0, 1.0, 2.0, 3.0))
+
+    def __init__(self, model: float = 0.0):
+        self.model = int(model)
+
+    def fit(self, ctx):
+        SEEN["fit"].append(set(ctx.train_observations().query_ids))
+        return {}
+
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+        SEEN["act"].append(set(batch.query_ids))
+        return np.full(len(batch), self.model)
+
+
+@register_agent("test-two-model-mix")
+class TwoModelMix(Agent):
+    """Sends each query to ``high`` with probability ``share`` (else ``low``), by a hash of its id:
+    a random mix of two fixed models, so its curve lies on the segment between them."""
+
+    feedback = "full"
+    cost_knob = CostKnob("share", applies="act", cheaper_when="lower", grid=(0.0, 0.2, 0.4, 0.6, 0.8, 1.0))
+
+    def __init__(self, share: float = 0.5, low: int = 0, high: int = 1):
+        self.share, self.low, self.high = share, low, high
+
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+        u = np.array([zlib.crc32(q.encode()) / 2**32 for q in batch.query_ids])
+        return np.where(u < self.share, self.high, self.low)
+
+
+def _split_ids(t: Tournament, split: str) -> set[str]:
+    return set(t.queries["query_id"].to_numpy()[t.split_rows(split)])
+
+
+def test_validation_is_carved_from_train_only_and_stratified():
+    t = make_tournament(n=300, k=3, seed=4)
+    carved = carve_validation(t, share=0.25, seed=1)
+    assert _split_ids(carved, "test") == _split_ids(t, "test")
+    fit, val = _split_ids(carved, "train:fit"), _split_ids(carved, "train:validation")
+    assert not fit & val and fit | val == _split_ids(t, "train")
+    train = t.queries.iloc[t.split_rows("train")]
+    val_rows = carved.queries[carved.queries["split"] == "train:validation"]
+    for benchmark, n in train["benchmark"].value_counts().items():
+        assert (val_rows["benchmark"] == benchmark).sum() == round(0.25 * n)
+    assert _split_ids(carve_validation(t, share=0.25, seed=1), "train:validation") == val  # seeded
+    assert _split_ids(carve_validation(t, share=0.25, seed=2), "train:validation") != val
+    with pytest.raises(RoutingGymError, match="validation share"):
+        carve_validation(t, share=1.0)
+
+
+def test_agents_learn_from_the_fit_part_and_choose_without_test_outcomes():
+    t = make_tournament(n=240, k=4, seed=2)
+    SEEN["fit"].clear(), SEEN["act"].clear()
+    config = FrontierConfig(tournament=t, agents=["test-recording-knob"], n_bootstrap=50, progress=False)
+    result = run_frontier(config)
+    carved = carve_validation(t)
+    fit, val, test = (_split_ids(carved, s) for s in ("train:fit", "train:validation", "test"))
+    assert SEEN["fit"] and all(ids == fit for ids in SEEN["fit"])
+    assert all(ids in (val, test) for ids in SEEN["act"])
+    chosen = [p.value for p in result.curves[0].selected]
+
+    # Scramble the test outcomes: the values chosen on validation cannot change.
+    test_rows = t.split_rows("test")
+    rng = np.random.default_rng(0)
+    correct = t.correct.copy()
+    correct[test_rows] = rng.permutation(correct[test_rows].ravel()).reshape(len(test_rows), -1)
+    scrambled = replace(t, correct=correct)
+    again = run_frontier(replace(config, tournament=scrambled))
+    assert [p.value for p in again.curves[0].selected] == chosen
+    assert [p.validation_accuracy for p in again.curves[0].points] == [p.validation_accuracy for p in result.curves[0].points]
+
+
+def test_a_curve_of_fixed_model_mixes_has_no_area_over_the_hull():
+    t = make_tournament(n=1500, k=4, seed=5)
+    test = t.split_rows("test")
+    hull = H.fixed_model_hull(t.energy_j[test].mean(axis=0), t.correct[test].mean(axis=0))
+    assert len(hull.vertex_index) >= 2
+    low, high = (int(i) for i in hull.vertex_index[:2])  # two neighbouring hull vertices
+    config = FrontierConfig(tournament=t, agents=["test-two-model-mix"], n_bootstrap=200, progress=False,
+                            agent_kwargs={"test-two-model-mix": {"low": low, "high": high}})
+    summary = run_frontier(config).curves[0].summary
+    assert abs(summary["mean_gain_pp"]) < 1.5
+    assert summary["mean_gain_pp_ci_low"] <= 0 <= summary["mean_gain_pp_ci_high"]
+    # The exact mixes (the vertices themselves) have exactly no area.
+    assert H.mean_gain_over_range(hull.energy_j, hull.accuracy, hull.energy_j[:2], hull.accuracy[:2]) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_a_clearly_beaten_fixed_model_is_reported_dominated(tmp_path):
+    t = two_skill_tournament()
+    config = FrontierConfig(tournament=t, agents=["cost-aware"], grids={"cost-aware": [0.0, 0.3, 5.0]},
+                            n_bootstrap=300, progress=False)
+    result = run_frontier(config)
+    curve = result.curves[0]
+    assert not curve.error
+    verdict = {d["model"]: d for d in curve.dominance}
+    assert verdict["big-generalist"]["dominated"] and verdict["big-generalist"]["prob_dominates"] >= 0.95
+    assert verdict["mid-trivia"]["dominated"]
+    assert not verdict["cheap-arith"]["dominated"]  # nothing is cheaper than always using it
+    assert curve.summary["mean_gain_pp_ci_low"] > 0  # routing by benchmark is far above any mix
+
+    paths = write_frontier_outputs(result, tmp_path)
+    table = paths["table.md"].read_text()
+    assert "big-generalist" in table and "**yes**" in table
+    payload = json.loads(paths["frontier.json"].read_text())
+    assert payload["curves"][0]["summary"]["mean_gain_pp"] == pytest.approx(curve.summary["mean_gain_pp"])
+    assert paths["frontier.png"].stat().st_size > 10_000
+    points = pd.read_csv(paths["points.csv"])
+    assert len(points) == 3 and points["selected"].sum() == len(curve.selected)
+
+
+def test_bad_settings_name_the_agent_or_option():
+    t = make_tournament(n=90, k=3)
+    with pytest.raises(RoutingGymError, match="'random' exposes no cost knob"):
+        run_frontier(FrontierConfig(tournament=t, agents=["random"], progress=False))
+    with pytest.raises(RoutingGymError, match="--grid for 'knn'"):
+        run_frontier(FrontierConfig(tournament=t, agents=["knn"], grids={"knn": [0.1, "x"]}, progress=False))
+    with pytest.raises(RoutingGymError, match="'linucb'.*lambda_e"):  # breaks gated_rank's gate
+        run_frontier(FrontierConfig(tournament=t, agents=["linucb"], grids={"linucb": [0.0, 3.5]}, progress=False))
+    with pytest.raises(RoutingGymError, match="mu"):
+        run_frontier(FrontierConfig(tournament=t, agents=["cost-aware"], grids={"cost-aware": [-1.0]}, progress=False))
+
+
+def test_cli_writes_the_curve_and_refuses_an_agent_without_a_knob(tmp_path):
+    t = make_tournament(n=150, k=3, seed=1)
+    t.save(tmp_path / "toy")
+    run = lambda *args: subprocess.run([sys.executable, "-m", "routing_gym", "frontier", "--tournament",  # noqa: E731
+                                        str(tmp_path / "toy"), "--bootstrap", "20", *args],
+                                       capture_output=True, text=True, timeout=300)
+    ok = run("--agents", "knn,linucb", "--grid", '{"knn": [0, 0.5, 2], "linucb": [0, 2]}', "--out", str(tmp_path / "out"))
+    assert ok.returncode == 0, ok.stderr
+    assert "Operating-point curves on" in ok.stdout and "linucb" in ok.stdout
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {"table.md", "frontier.json", "points.csv", "dominance.csv", "frontier.png"}
+    bad = run("--agents", "random", "--out", str(tmp_path / "bad"))
+    assert bad.returncode == 2 and "exposes no cost knob" in bad.stderr and "Traceback" not in bad.stderr
