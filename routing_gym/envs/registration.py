@@ -36,6 +36,8 @@ PRESET_IDS = {
     "two-model": "RoutingGym/TwoModel-v0",
     "collapse-prone": "RoutingGym/CollapseProne-v0",
     "many-models": "RoutingGym/ManyModels-v0",
+    "specialist-pool": "RoutingGym/SpecialistPool-v0",
+    "specialist-pool-large": "RoutingGym/SpecialistPoolLarge-v0",
 }
 VECTOR_ENTRY_POINT = "routing_gym.envs.vector_env:RoutingVectorEnv"
 ENTRY_POINTS = {

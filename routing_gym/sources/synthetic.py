@@ -21,6 +21,14 @@
    0 the text says nothing about a question's difficulty beyond its benchmark, at 1 it
    reveals the difficulty (up to the templates' discreteness). Text is drawn from its own
    random stream, so for a fixed seed the outcomes are identical whatever ``text_signal``.
+4. **Specialization** (``specialization_signal`` > 0, ``routing_gym.sources.specialization``):
+   every question gets a topic, every model a skill per topic, and the question opens with a
+   sentence in the topic's vocabulary, so which model wins *within* a benchmark shows in the
+   text. At 0 (the default) nothing changes: today's pools, bit for bit.
+
+Privileged: the ``difficulty`` column of the queries table is the generator's shared latent
+``d`` (as a percentile). No deployed router knows it; an agent that reads it declares
+``privileged = {"difficulty"}`` and ``compare`` labels it not deployable.
 
 Everything is vectorized over the ``[N, K]`` outcome arrays; only rendering the question
 texts loops in Python (100,000 x 9 takes a few seconds, see ``experiments/bench_synthetic.py``).
@@ -68,7 +76,7 @@ import numpy as np
 import pandas as pd
 
 from routing_gym.errors import UnknownNameError
-from routing_gym.sources import register_tournament
+from routing_gym.sources import register_tournament, specialization
 from routing_gym.tournament import PAPER_SPLIT, DataCard, Tournament
 
 TEMPLATE_FAMILIES = (
@@ -163,7 +171,8 @@ class ProceduralConfig:
     Structure: ``n_queries``, ``models`` (``ModelSpec``), ``benchmarks`` (``BenchmarkSpec``,
     whose ``weight`` is the benchmark mix), ``noise`` (model-specific share of each item's
     difficulty, 0..1), ``text_signal`` (how much the question text reveals its difficulty,
-    0..1), ``seed``. Costs: the output-length and cost-noise knobs below. Splits:
+    0..1), ``specialization_signal`` (how strongly per-model topic skills shape outcomes, the
+    topic being written into the question; 0..1, 0: off), ``seed``. Costs: the output-length and cost-noise knobs below. Splits:
     ``splits`` (proportions for ``Tournament.with_splits``; ``None`` for no split) and
     ``split_seed`` (default: ``seed``).
     """
@@ -174,6 +183,7 @@ class ProceduralConfig:
     benchmarks: list[BenchmarkSpec] = field(default_factory=lambda: paper_benchmarks())
     noise: float = 0.35
     text_signal: float = 0.5
+    specialization_signal: float = 0.0
     seed: int = 0
     # output lengths
     length_growth: float = 0.35  # log-tokens per unit of difficulty (harder: longer)
@@ -207,7 +217,7 @@ class ProceduralConfig:
 
         if not isinstance(self.n_queries, (int, np.integer)) or self.n_queries < 1:
             raise bad("n_queries", f"must be a positive integer, got {self.n_queries!r}")
-        for knob in ("noise", "text_signal"):
+        for knob in ("noise", "text_signal", "specialization_signal"):
             value = getattr(self, knob)
             if not 0.0 <= value <= 1.0:
                 raise bad(knob, f"must be in [0, 1], got {value!r}")
@@ -249,8 +259,14 @@ class ProceduralConfig:
             raise bad("overthink_prob", f"must be in [0, 1], got {self.overthink_prob!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict; ``ProceduralConfig.from_dict`` inverts it (stored in data cards)."""
-        return json.loads(json.dumps(asdict(self)))
+        """JSON-ready dict; ``ProceduralConfig.from_dict`` inverts it (stored in data cards).
+
+        ``specialization_signal`` is left out at 0 (off), so the cards of pools generated before
+        it existed, and their regenerations, stay identical."""
+        data = json.loads(json.dumps(asdict(self)))
+        if not data["specialization_signal"]:
+            del data["specialization_signal"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProceduralConfig:
@@ -294,6 +310,20 @@ def ability_for_accuracy(accuracy: np.ndarray | float, discrimination: float = 1
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
+
+
+def _accuracy_preserving_offset(ability: np.ndarray, slope: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """``c[m, b]`` with the mean over topics of ``expected_accuracy(ability + c + delta)`` equal to
+    ``expected_accuracy(ability)``: topic skills (``delta [K, B, T]``) reshuffle a model's correct
+    answers, not their number (bisection)."""
+    s = slope[None, :, None, None]  # broadcasts against [K, B, T] abilities and the quadrature axis
+    target = expected_accuracy(ability[:, :, None], s)[..., 0]  # [K, B]
+    lo, hi = np.full(ability.shape, -6.0), np.full(ability.shape, 6.0)
+    for _ in range(50):  # the mean accuracy increases with c
+        mid = (lo + hi) / 2
+        below = expected_accuracy(ability[:, :, None] + mid[:, :, None] + delta, s).mean(axis=2) < target
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return (lo + hi) / 2
 
 
 # ---------------------------------------------------------------------- the paper pool
@@ -406,8 +436,8 @@ def generate(config: ProceduralConfig | None = None, progress: bool | None = Non
     config = config or ProceduralConfig()
     config.validate()
     n, k = config.n_queries, len(config.models)
-    streams = np.random.SeedSequence(config.seed).spawn(6)
-    rng_bench, rng_diff, rng_correct, rng_tokens, rng_cost, rng_text = (np.random.default_rng(s) for s in streams)
+    streams = np.random.SeedSequence(config.seed).spawn(7)  # the seventh: specialization only
+    rng_bench, rng_diff, rng_correct, rng_tokens, rng_cost, rng_text = (np.random.default_rng(s) for s in streams[:6])
 
     # Benchmarks: exact counts from the mix (largest remainder), in shuffled order.
     weights = np.array([b.weight for b in config.benchmarks], dtype=float)
@@ -419,7 +449,12 @@ def generate(config: ProceduralConfig | None = None, progress: bool | None = Non
     d_model = math.sqrt(1.0 - config.noise**2) * d[:, None] + config.noise * rng_diff.standard_normal((n, k))
     ability = np.array([[m.ability[b.name] for b in config.benchmarks] for m in config.models])  # [K, B]
     slope = np.array([b.discrimination for b in config.benchmarks])[bench][:, None]
-    p_correct = _sigmoid(slope * (ability[:, bench].T - d_model))
+    spec = None
+    if config.specialization_signal > 0:
+        benchmark_slope = np.array([b.discrimination for b in config.benchmarks])
+        spec = specialization.draw(config, bench, streams, lambda delta: _accuracy_preserving_offset(ability, benchmark_slope, delta))
+    query_ability = ability[:, bench].T if spec is None else ability[:, bench].T + spec.ability_shift
+    p_correct = _sigmoid(slope * (query_ability - d_model))
     correct = (rng_correct.random((n, k)) < p_correct).astype(np.float64)
 
     # Output tokens: typical length x verbosity, longer for harder and for wrong answers.
@@ -444,6 +479,8 @@ def generate(config: ProceduralConfig | None = None, progress: bool | None = Non
     cue = s * d + math.sqrt(max(0.0, 1.0 - s * s)) * cue_noise
     quantile = _sigmoid(1.702 * cue)  # ~ normal CDF: the cue as a uniform in (0, 1)
     prompts, references, subjects = _render_all(config, bench, quantile, rng_text, progress)
+    if spec is not None:
+        prompts = spec.annotate(prompts)
     prompt_chars = np.fromiter((len(p) for p in prompts), dtype=np.float64, count=n)
     input_tokens = np.broadcast_to(
         np.rint(prompt_chars / config.chars_per_token)[:, None] + config.chat_template_tokens, (n, k)
@@ -471,7 +508,9 @@ def generate(config: ProceduralConfig | None = None, progress: bool | None = Non
             "reference": references,
             "split": "",
             "difficulty": np.round(_sigmoid(1.702 * d), 6),  # the shared latent, as a normal-CDF-like percentile
-            "metadata": [{"template": f, "subject": s_} for f, s_ in zip(families[bench], subjects)],
+            "metadata": [{"template": f, "subject": s_} for f, s_ in zip(families[bench], subjects)]
+            if spec is None else
+            [{"template": f, "subject": s_, "topic": tp} for f, s_, tp in zip(families[bench], subjects, spec.topic_name)],
         }
     )
     models = pd.DataFrame(
@@ -537,6 +576,9 @@ CALIBRATION_NOTES = (
     "time follow from 2 x params FLOPs per token at 30 % of an A100's 312 TFLOP/s and 400 W.",
     "Question texts are template renderings, not real benchmark items; their surface "
     "features reveal difficulty as much as text_signal allows.",
+    "Privileged: the queries' difficulty column is the generator's latent shared difficulty (as a "
+    "percentile), which no deployed router knows; an agent that reads it (include_difficulty) declares "
+    "privileged = {'difficulty'} and compare labels it not deployable.",
 )
 
 
@@ -547,8 +589,9 @@ def _card(config: ProceduralConfig) -> DataCard:
         description=(
             f"Procedural tournament {config.name!r}: {config.n_queries} template questions from "
             f"{len(config.benchmarks)} benchmark families x {len(config.models)} simulated models, "
-            f"seed {config.seed}, text_signal {config.text_signal:g}, noise {config.noise:g}. "
-            "Generated by routing_gym.sources.synthetic.generate; regenerate from extra.config."
+            f"seed {config.seed}, text_signal {config.text_signal:g}, noise {config.noise:g}"
+            + (f", specialization_signal {config.specialization_signal:g}" if config.specialization_signal else "")
+            + ". Generated by routing_gym.sources.synthetic.generate; regenerate from extra.config."
         ),
         licence="Apache-2.0 (generated by routing-gym)",
         sources=[
@@ -995,6 +1038,31 @@ def _many_models() -> ProceduralConfig:
     return ProceduralConfig(name="many-models", n_queries=5000, benchmarks=benchmarks, models=models)
 
 
+# Knobs of the specialist presets, chosen with specialization.calibration_statistics so that with
+# topics on (specialization_signal 1) correctness is about as shared across models, within a
+# benchmark, as in the real tournaments (experiments/results/routing_gain/calibration.md): sharper
+# items (discrimination x 2.5), little hidden per-model noise, length telling about as much as
+# real question length does.
+SPECIALIST_CALIBRATION = {"discrimination_scale": 2.5, "noise": 0.15, "text_signal": 0.3}
+
+
+def _specialist_pool(n_queries: int = 6000, name: str = "specialist-pool") -> ProceduralConfig:
+    """The paper pool's nine models and seven benchmarks with topics on (``specialization_signal``
+    1; routing_gym.sources.specialization), calibrated to the real tournaments' cross-model
+    agreement; 6,000 questions split 4,151 : 1,849 (the paper's ratio)."""
+    scale = SPECIALIST_CALIBRATION["discrimination_scale"]
+    benchmarks = [replace(b, discrimination=b.discrimination * scale) for b in paper_benchmarks()]
+    return ProceduralConfig(
+        name=name, n_queries=n_queries, benchmarks=benchmarks, models=paper_pool_models(benchmarks),
+        noise=SPECIALIST_CALIBRATION["noise"], text_signal=SPECIALIST_CALIBRATION["text_signal"], specialization_signal=1.0,
+    )
+
+
+def _specialist_pool_large() -> ProceduralConfig:
+    """``specialist-pool`` with 24,000 questions (16,605 train / 7,395 test): +-1 pp resolvable."""
+    return _specialist_pool(24_000, "specialist-pool-large")
+
+
 def _logit(p: np.ndarray) -> np.ndarray:
     return np.log(p / (1.0 - p))
 
@@ -1004,6 +1072,9 @@ PRESETS: dict[str, Callable[[], ProceduralConfig]] = {
     "two-model": _two_model,
     "collapse-prone": _collapse_prone,
     "many-models": _many_models,
+    # Topics that favour some models, shown in the text (routing_gym.sources.specialization).
+    "specialist-pool": _specialist_pool,
+    "specialist-pool-large": _specialist_pool_large,
 }
 
 
