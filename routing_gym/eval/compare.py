@@ -81,6 +81,7 @@ DEFAULT_AGENTS = (
     "uniroute",
     "routellm",
     "greenserv",
+    "cost-aware",
 )
 # Output-informed diagnostics join the default set only on tournaments that log answer texts.
 DEFAULT_OUTPUT_INFORMED = ("smoothie",)
