@@ -80,8 +80,11 @@ def plot_pareto(result: ComparisonView, path: str | Path) -> Path:
                    zorder=4, label=label)
     hull = result.pareto.get("hull")
     if hull:  # vertices, then flat to the costliest fixed model (more joules buy nothing more)
-        xs = hull["energy_j"] + [max(hull["max_fixed_energy_j"], hull["energy_j"][-1])]
-        ys = [100 * a for a in hull["accuracy"] + hull["accuracy"][-1:]]
+        # A mix is linear in joules, so on the log axis each edge is a curve: sample it densely
+        # (straight segments between vertices would overstate the hull between them).
+        vertices_j, vertices_acc = np.asarray(hull["energy_j"]), np.asarray(hull["accuracy"])
+        xs = np.geomspace(vertices_j[0], max(hull["max_fixed_energy_j"], vertices_j[-1]), 400)
+        ys = 100 * np.interp(xs, vertices_j, vertices_acc)  # flat beyond the last vertex
         ax.plot(xs, ys, color="tab:blue", alpha=0.45, linewidth=2.5, zorder=1,
                 label="fixed-model hull (random mixes of fixed models)")
     front = result.pareto.get("front_deployable", [])
