@@ -133,6 +133,15 @@ class ControllerConfig:
     # GRPO step log and plots, summary.json), e.g. for controllers trained by ``compare``.
     report_dir: str | None = None
     progress: bool | None = None  # tqdm/trainer progress bars; None: FitContext.progress
+    # SFT and GRPO recompute the activations of the layers that back-propagation reaches
+    # (the LoRA'd lora.top_layers; every layer without them) during backward instead of keeping
+    # them: torch.utils.checkpoint, non-reentrant, on those decoder layers only, so backward
+    # still stops at the top layers (TRL's own activation_checkpointing would make the inputs
+    # require grad and back-propagate through all layers). A GRPO step's activations (8
+    # completions of 250-430 prompt tokens) were most of the controller's peak RSS; same
+    # gradients, for one extra forward of those layers. Measured in
+    # experiments/results/text_controller/memory.md.
+    activation_checkpointing: bool = True
 
     def __post_init__(self) -> None:
         self.validate()

@@ -25,7 +25,8 @@ from routing_gym.sources import resolve_tournament  # noqa: E402
 from routing_gym.tournament import Outcomes  # noqa: E402
 from routing_gym_agents import FitContext, ObservationBatch, list_agents, make_agent  # noqa: E402
 from routing_gym_agents.controller_prompt import INVALID  # noqa: E402
-from routing_gym_agents.controller_trainer import RoutingReward  # noqa: E402
+from routing_gym_agents.controller_config import ControllerConfig  # noqa: E402
+from routing_gym_agents.controller_trainer import RoutingReward, checkpointed_layers, lora_config  # noqa: E402
 from routing_gym_agents.text_controller import KL_GRPO_BETA, TextControllerAgent  # noqa: E402
 
 MODELS = ["qwen2.5-0.5b", "qwen2.5-3b", "qwen2.5-7b", "deepseek-r1-distill-32b"]
@@ -112,6 +113,66 @@ def test_agents_are_registered_and_import_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _tiny_lora_model(top_layers: int):
+    """A 4-layer random Llama with LoRA on its top layers (no download, builds in ms)."""
+    from peft import get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64,
+    )
+    config = ControllerConfig.from_kwargs(lora_top_layers=top_layers, lora_r=4)
+    base = LlamaForCausalLM(cfg)
+    model = get_peft_model(base, lora_config(config.lora, base))
+    for name, p in model.named_parameters():
+        if "lora_B" in name:  # peft starts B at zero: give the adapters a non-trivial gradient path
+            torch.nn.init.normal_(p, std=0.1)
+    model.train()
+    return model, config
+
+
+def _loss_grads_and_saved_bytes(model, config, ids):
+    """LoRA gradients, loss and bytes autograd kept for backward, with the config's checkpointing."""
+    saved = []
+
+    def pack(t):
+        saved.append(t.numel() * t.element_size())
+        return t
+
+    model.zero_grad()
+    with checkpointed_layers(model, config), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+    return loss.item(), grads, sum(saved)
+
+
+def test_activation_checkpointing_of_the_lora_layers_keeps_gradients_and_saves_memory():
+    model, config = _tiny_lora_model(top_layers=2)
+    layers = model.base_model.model.model.layers
+    inputs_need_grad = []
+    layers[2].register_forward_pre_hook(lambda m, args: inputs_need_grad.append(args[0].requires_grad))
+    ids = torch.randint(0, 64, (8, 48), generator=torch.Generator().manual_seed(1))
+    plain = _loss_grads_and_saved_bytes(model, ControllerConfig.from_kwargs(config, activation_checkpointing=False), ids)
+    checkpointed = _loss_grads_and_saved_bytes(model, config, ids)
+    assert config.activation_checkpointing  # the default
+    assert checkpointed[0] == plain[0]
+    assert plain[1].keys() == checkpointed[1].keys() and len(plain[1]) == 2 * 7 * 2  # 2 layers x 7 modules x A, B
+    for name, grad in plain[1].items():
+        assert torch.equal(grad, checkpointed[1][name]), name
+        assert grad.abs().sum() > 0, name
+    # Only the checkpointed layers' inputs are kept: much less than every activation.
+    assert checkpointed[2] < 0.6 * plain[2], (checkpointed[2], plain[2])
+    # Nothing made the lowest LoRA layer's input require grad (backward stops there), and the
+    # layers are back to normal once training is over.
+    assert inputs_need_grad == [False, False]
+    assert [layer.gradient_checkpointing for layer in layers] == [False] * 4
+    with checkpointed_layers(model, config) as n:
+        assert n == 2 and [layer.gradient_checkpointing for layer in layers] == [False, False, True, True]
 
 
 def test_checkpoint_of_another_pool_is_refused(sft_checkpoint, toy):
