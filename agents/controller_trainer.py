@@ -92,12 +92,15 @@ def backprop_layers(model: Any, config: ControllerConfig) -> list[Any]:
 @contextmanager
 def checkpointed_layers(model: Any, config: ControllerConfig) -> Iterator[int]:
     """Activation checkpointing (non-reentrant) on ``backprop_layers`` while training; yields
-    how many layers. transformers' own per-layer switch is used, so a layer recomputes only
-    in training mode with gradients on (not while TRL generates) and drops the KV cache there;
-    the model-wide switch is left off, so nothing makes the inputs require grad."""
+    how many layers. transformers' per-layer switch does the work (it drops the KV cache of a
+    recomputed layer), but it is on only during a forward of ``model`` in training mode with
+    gradients: outside one the model reads as not checkpointing, so TRL's generation step,
+    which re-enables checkpointing on *every* layer when it finds it on, leaves it alone; and
+    the model-wide switch stays off, so nothing makes the inputs require grad."""
     if not config.activation_checkpointing:
         yield 0
         return
+    import torch
     from functools import partial
 
     from torch.utils.checkpoint import checkpoint
@@ -105,12 +108,21 @@ def checkpointed_layers(model: Any, config: ControllerConfig) -> Iterator[int]:
     layers = backprop_layers(model, config)
     for layer in layers:
         layer._gradient_checkpointing_func = partial(checkpoint, use_reentrant=False)
-        layer.gradient_checkpointing = True
+
+    def switch(on: bool) -> None:
+        for layer in layers:
+            layer.gradient_checkpointing = on
+
+    hooks = [
+        model.register_forward_pre_hook(lambda module, args: switch(module.training and torch.is_grad_enabled())),
+        model.register_forward_hook(lambda module, args, output: switch(False)),
+    ]
     try:
         yield len(layers)
     finally:
-        for layer in layers:
-            layer.gradient_checkpointing = False
+        for hook in hooks:
+            hook.remove()
+        switch(False)
 
 
 def _common_args(config: ControllerConfig, output_dir: Path, seed: int, progress: bool, device: str) -> dict[str, Any]:

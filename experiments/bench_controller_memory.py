@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     from routing_gym.envs import Reward
     from routing_gym.sources import resolve_tournament
-    from routing_gym_agents import FitContext, QueryBatch, make_agent
+    from routing_gym_agents import FitContext, ObservationBatch, make_agent
 
     # The libraries a fit imports, loaded up front: the RSS before the first fit includes them,
     # so the live RSS after a run over it shows only what outlives the agent.
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     import trl  # noqa: F401
 
     t = resolve_tournament(args.tournament)
-    batch = QueryBatch.from_rows(t, t.split_rows("test")[: args.held_out])
+    batch = ObservationBatch.from_tournament(t, t.split_rows("test")[: args.held_out])
     overrides = {**TINY, "progress": False, **json.loads(args.set)}
     gc.collect()
     start_rss = sampler.now()

@@ -171,8 +171,17 @@ def test_activation_checkpointing_of_the_lora_layers_keeps_gradients_and_saves_m
     # layers are back to normal once training is over.
     assert inputs_need_grad == [False, False]
     assert [layer.gradient_checkpointing for layer in layers] == [False] * 4
+    # On only during a training forward with gradients: TRL's generation step re-enables
+    # checkpointing on every layer if it finds the model checkpointing outside one.
+    seen = []
+    layers[3].register_forward_pre_hook(lambda m, args: seen.append([x.gradient_checkpointing for x in layers]))
     with checkpointed_layers(model, config) as n:
-        assert n == 2 and [layer.gradient_checkpointing for layer in layers] == [False, False, True, True]
+        assert n == 2 and not model.is_activation_checkpointing
+        model(input_ids=ids[:1])
+        with torch.no_grad():
+            model(input_ids=ids[:1])
+        assert not model.is_activation_checkpointing
+    assert seen == [[False, False, True, True], [False] * 4]
 
 
 def test_checkpoint_of_another_pool_is_refused(sft_checkpoint, toy):
