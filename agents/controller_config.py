@@ -142,6 +142,12 @@ class ControllerConfig:
     # gradients, for one extra forward of those layers. Measured in
     # experiments/results/text_controller/memory.md.
     activation_checkpointing: bool = True
+    # Tokens per tile of TRL's chunked log-probability LM head (trl.kernels TOKEN_CHUNK_SIZE,
+    # 4096 in TRL). Off CUDA, TRL scores every position of the batch, not only the completion's
+    # (8 x ~260 tokens in a GRPO step), and each of its fp32 temporaries is tokens x 32768
+    # vocabulary columns: ~0.27 GB each at 2088 tokens, ~0.03 GB at 256. Tokens are scored
+    # independently, so the tile height leaves the results as they are. None keeps TRL's.
+    lm_head_token_chunk: int | None = 256
 
     def __post_init__(self) -> None:
         self.validate()
@@ -167,6 +173,8 @@ class ControllerConfig:
             raise ValueError(f"model.dtype must be 'float32' or 'bfloat16', got {self.model.dtype!r}")
         if self.sft.batch_size < 1 or self.eval.batch_size < 1:
             raise ValueError("batch sizes must be >= 1")
+        if self.lm_head_token_chunk is not None and self.lm_head_token_chunk < 1:
+            raise ValueError(f"lm_head_token_chunk must be >= 1 or None, got {self.lm_head_token_chunk}")
         if self.lora.top_layers is not None and self.lora.top_layers < 1:
             raise ValueError(f"lora.top_layers must be >= 1 or None, got {self.lora.top_layers}")
 

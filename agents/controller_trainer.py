@@ -125,6 +125,28 @@ def checkpointed_layers(model: Any, config: ControllerConfig) -> Iterator[int]:
         switch(False)
 
 
+@contextmanager
+def lm_head_token_chunk(tokens: int | None) -> Iterator[None]:
+    """TRL's chunked LM-head kernels score ``tokens`` positions per tile while training (their
+    module constant, restored afterwards); None leaves TRL's."""
+    if tokens is None:
+        yield
+        return
+    from trl.kernels import chunked_divergence, chunked_logprob
+
+    modules = (chunked_logprob, chunked_divergence)
+    if not all(hasattr(m, "TOKEN_CHUNK_SIZE") for m in modules):
+        raise ValueError("this TRL has no trl.kernels TOKEN_CHUNK_SIZE: pass lm_head_token_chunk=None")
+    saved = [m.TOKEN_CHUNK_SIZE for m in modules]
+    for m in modules:
+        m.TOKEN_CHUNK_SIZE = tokens
+    try:
+        yield
+    finally:
+        for m, value in zip(modules, saved):
+            m.TOKEN_CHUNK_SIZE = value
+
+
 def _common_args(config: ControllerConfig, output_dir: Path, seed: int, progress: bool, device: str) -> dict[str, Any]:
     """TrainingArguments shared by SFT and GRPO, with the CPU pitfalls handled."""
     bf16 = config.model.dtype == "bfloat16" and device != "cpu"
@@ -163,7 +185,7 @@ def _merge_lora(model: Any) -> Any:
 def _train(trainer: Any, config: ControllerConfig, progress: bool) -> tuple[Any, list[dict[str, Any]]]:
     """Run a TRL trainer; returns its (LoRA-merged, eval-mode) model and log history."""
     _quiet(trainer, progress)
-    with checkpointed_layers(trainer.model, config):
+    with checkpointed_layers(trainer.model, config), lm_head_token_chunk(config.lm_head_token_chunk):
         trainer.train()
     model = _merge_lora(trainer.model)
     model.eval()
