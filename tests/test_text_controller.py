@@ -26,7 +26,12 @@ from routing_gym.tournament import Outcomes  # noqa: E402
 from routing_gym_agents import FitContext, ObservationBatch, list_agents, make_agent  # noqa: E402
 from routing_gym_agents.controller_prompt import INVALID  # noqa: E402
 from routing_gym_agents.controller_config import ControllerConfig  # noqa: E402
-from routing_gym_agents.controller_trainer import RoutingReward, checkpointed_layers, lora_config  # noqa: E402
+from routing_gym_agents.controller_trainer import (  # noqa: E402
+    RoutingReward,
+    checkpointed_layers,
+    lm_head_token_chunk,
+    lora_config,
+)
 from routing_gym_agents.text_controller import KL_GRPO_BETA, TextControllerAgent  # noqa: E402
 
 MODELS = ["qwen2.5-0.5b", "qwen2.5-3b", "qwen2.5-7b", "deepseek-r1-distill-32b"]
@@ -182,6 +187,33 @@ def test_activation_checkpointing_of_the_lora_layers_keeps_gradients_and_saves_m
             model(input_ids=ids[:1])
         assert not model.is_activation_checkpointing
     assert seen == [[False, False, True, True], [False] * 4]
+
+
+def test_smaller_lm_head_tiles_keep_log_probs_and_gradients():
+    from trl.kernels import chunked_logprob
+
+    gen = torch.Generator().manual_seed(2)
+    hidden = torch.randn(300, 32, generator=gen)
+    weight = torch.randn(40000, 32, generator=gen) * 0.1  # > one 32768-column vocabulary tile
+    targets = torch.randint(0, 40000, (300,), generator=gen)
+
+    def log_probs_and_grad():
+        h = hidden.clone().requires_grad_(True)
+        logp, entropy, *_ = chunked_logprob.ChunkedLogProbFunction.apply(
+            h, weight, None, targets, 1.0, 32768, None, 1.0, ("entropy",)
+        )
+        (logp.sum() + entropy.sum()).backward()
+        return logp.detach(), entropy.detach(), h.grad
+
+    default = log_probs_and_grad()
+    with lm_head_token_chunk(64):
+        assert chunked_logprob.TOKEN_CHUNK_SIZE == 64
+        tiled = log_probs_and_grad()
+    assert chunked_logprob.TOKEN_CHUNK_SIZE == 4096  # TRL's, restored
+    for a, b in zip(default, tiled):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="lm_head_token_chunk"):
+        ControllerConfig.from_kwargs(lm_head_token_chunk=0)
 
 
 def test_checkpoint_of_another_pool_is_refused(sft_checkpoint, toy):
