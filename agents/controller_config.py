@@ -137,10 +137,9 @@ class ControllerConfig:
     # (the LoRA'd lora.top_layers; every layer without them) during backward instead of keeping
     # them: torch.utils.checkpoint, non-reentrant, on those decoder layers only, so backward
     # still stops at the top layers (TRL's own activation_checkpointing would make the inputs
-    # require grad and back-propagate through all layers). A GRPO step's activations (8
-    # completions of 250-430 prompt tokens) were most of the controller's peak RSS; same
-    # gradients, for one extra forward of those layers. Measured in
-    # experiments/results/text_controller/memory.md.
+    # require grad and back-propagate through all layers). Same gradients, for one extra
+    # forward of those layers; alone it took ~0.6 GB off a GRPO step's peak RSS on paper-pool
+    # (8 completions of ~260 tokens), see experiments/results/text_controller/memory.md.
     activation_checkpointing: bool = True
     # Tokens per tile of TRL's chunked log-probability LM head (trl.kernels TOKEN_CHUNK_SIZE,
     # 4096 in TRL). Off CUDA, TRL scores every position of the batch, not only the completion's

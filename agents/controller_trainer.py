@@ -100,9 +100,9 @@ def checkpointed_layers(model: Any, config: ControllerConfig) -> Iterator[int]:
     if not config.activation_checkpointing:
         yield 0
         return
-    import torch
     from functools import partial
 
+    import torch
     from torch.utils.checkpoint import checkpoint
 
     layers = backprop_layers(model, config)
