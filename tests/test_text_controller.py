@@ -260,7 +260,7 @@ def test_shared_prefix_cache_matches_uncached_decoding(sft_choice, held_out):
 
     agent, _ = sft_choice
     batch = held_out.select(slice(0, 6))
-    prompts = agent.builder_.prompts(list(batch.texts), batch.difficulty, agent.chat_)
+    prompts = agent.builder_.prompts(list(batch.texts), None, agent.chat_)  # the SFT prompt shows no difficulty
     args = (agent.model_, agent.tokenizer_, prompts, agent.chat_)
     # Batches of 4 and 2 with questions of different lengths: padding sits after the prefix.
     cached, plain = (generate_greedy(*args, max_new_tokens=8, batch_size=4, prefix_cache=c) for c in (True, False))
