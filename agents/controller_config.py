@@ -133,6 +133,20 @@ class ControllerConfig:
     # GRPO step log and plots, summary.json), e.g. for controllers trained by ``compare``.
     report_dir: str | None = None
     progress: bool | None = None  # tqdm/trainer progress bars; None: FitContext.progress
+    # SFT and GRPO recompute the activations of the layers that back-propagation reaches
+    # (the LoRA'd lora.top_layers; every layer without them) during backward instead of keeping
+    # them: torch.utils.checkpoint, non-reentrant, on those decoder layers only, so backward
+    # still stops at the top layers (TRL's own activation_checkpointing would make the inputs
+    # require grad and back-propagate through all layers). Same gradients, for one extra
+    # forward of those layers; alone it took ~0.6 GB off a GRPO step's peak RSS on paper-pool
+    # (8 completions of ~260 tokens), see experiments/results/text_controller/memory.md.
+    activation_checkpointing: bool = True
+    # Tokens per tile of TRL's chunked log-probability LM head (trl.kernels TOKEN_CHUNK_SIZE,
+    # 4096 in TRL). Off CUDA, TRL scores every position of the batch, not only the completion's
+    # (8 x ~260 tokens in a GRPO step), and each of its fp32 temporaries is tokens x 32768
+    # vocabulary columns: ~0.27 GB each at 2088 tokens, ~0.03 GB at 256. Tokens are scored
+    # independently, so the tile height leaves the results as they are. None keeps TRL's.
+    lm_head_token_chunk: int | None = 256
 
     def __post_init__(self) -> None:
         self.validate()
@@ -158,6 +172,8 @@ class ControllerConfig:
             raise ValueError(f"model.dtype must be 'float32' or 'bfloat16', got {self.model.dtype!r}")
         if self.sft.batch_size < 1 or self.eval.batch_size < 1:
             raise ValueError("batch sizes must be >= 1")
+        if self.lm_head_token_chunk is not None and self.lm_head_token_chunk < 1:
+            raise ValueError(f"lm_head_token_chunk must be >= 1 or None, got {self.lm_head_token_chunk}")
         if self.lora.top_layers is not None and self.lora.top_layers < 1:
             raise ValueError(f"lora.top_layers must be >= 1 or None, got {self.lora.top_layers}")
 

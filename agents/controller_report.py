@@ -30,6 +30,7 @@ def grpo_step_logs(log_history: list[dict[str, Any]], model_ids: Sequence[str]) 
             "entropy": float(entry.get("route/entropy", math.nan)),
             "top1_share": float(entry.get("route/top1_share", math.nan)),
             "kl": float(entry.get("kl", math.nan)),
+            "grad_norm": float(entry.get("grad_norm", math.nan)),  # of the step's loss: a precise run fingerprint
             "completion_length": float(entry.get("completions/mean_length", math.nan)),
         }
         for model_id in model_ids:

@@ -31,9 +31,10 @@ from __future__ import annotations
 import math
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
@@ -73,6 +74,79 @@ def lora_config(lora: LoraSettings, model: Any) -> Any:
     )
 
 
+def backprop_layers(model: Any, config: ControllerConfig) -> list[Any]:
+    """The decoder layers that back-propagation reaches: the LoRA'd top layers, or all of them
+    (LoRA on every layer, or full fine-tuning)."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    if not layers:
+        raise ValueError(
+            f"activation_checkpointing=True but {type(model).__name__} has no transformers "
+            "GradientCheckpointingLayer decoder layers; pass activation_checkpointing=False"
+        )
+    top = config.lora.top_layers if config.lora.enabled else None
+    return layers if top is None else layers[-min(top, len(layers)) :]
+
+
+@contextmanager
+def checkpointed_layers(model: Any, config: ControllerConfig) -> Iterator[int]:
+    """Activation checkpointing (non-reentrant) on ``backprop_layers`` while training; yields
+    how many layers. transformers' per-layer switch does the work (it drops the KV cache of a
+    recomputed layer), but it is on only during a forward of ``model`` in training mode with
+    gradients: outside one the model reads as not checkpointing, so TRL's generation step,
+    which re-enables checkpointing on *every* layer when it finds it on, leaves it alone; and
+    the model-wide switch stays off, so nothing makes the inputs require grad."""
+    if not config.activation_checkpointing:
+        yield 0
+        return
+    from functools import partial
+
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    layers = backprop_layers(model, config)
+    for layer in layers:
+        layer._gradient_checkpointing_func = partial(checkpoint, use_reentrant=False)
+
+    def switch(on: bool) -> None:
+        for layer in layers:
+            layer.gradient_checkpointing = on
+
+    hooks = [
+        model.register_forward_pre_hook(lambda module, args: switch(module.training and torch.is_grad_enabled())),
+        model.register_forward_hook(lambda module, args, output: switch(False)),
+    ]
+    try:
+        yield len(layers)
+    finally:
+        for hook in hooks:
+            hook.remove()
+        switch(False)
+
+
+@contextmanager
+def lm_head_token_chunk(tokens: int | None) -> Iterator[None]:
+    """TRL's chunked LM-head kernels score ``tokens`` positions per tile while training (their
+    module constant, restored afterwards); None leaves TRL's."""
+    if tokens is None:
+        yield
+        return
+    from trl.kernels import chunked_divergence, chunked_logprob
+
+    modules = (chunked_logprob, chunked_divergence)
+    if not all(hasattr(m, "TOKEN_CHUNK_SIZE") for m in modules):
+        raise ValueError("this TRL has no trl.kernels TOKEN_CHUNK_SIZE: pass lm_head_token_chunk=None")
+    saved = [m.TOKEN_CHUNK_SIZE for m in modules]
+    for m in modules:
+        m.TOKEN_CHUNK_SIZE = tokens
+    try:
+        yield
+    finally:
+        for m, value in zip(modules, saved):
+            m.TOKEN_CHUNK_SIZE = value
+
+
 def _common_args(config: ControllerConfig, output_dir: Path, seed: int, progress: bool, device: str) -> dict[str, Any]:
     """TrainingArguments shared by SFT and GRPO, with the CPU pitfalls handled."""
     bf16 = config.model.dtype == "bfloat16" and device != "cpu"
@@ -106,6 +180,16 @@ def _merge_lora(model: Any) -> Any:
     from peft import PeftModel
 
     return model.merge_and_unload() if isinstance(model, PeftModel) else model
+
+
+def _train(trainer: Any, config: ControllerConfig, progress: bool) -> tuple[Any, list[dict[str, Any]]]:
+    """Run a TRL trainer; returns its (LoRA-merged, eval-mode) model and log history."""
+    _quiet(trainer, progress)
+    with checkpointed_layers(trainer.model, config), lm_head_token_chunk(config.lm_head_token_chunk):
+        trainer.train()
+    model = _merge_lora(trainer.model)
+    model.eval()
+    return model, list(trainer.state.log_history)
 
 
 # ---------------------------------------------------------------------- SFT
@@ -164,11 +248,7 @@ def run_sft(
         processing_class=tokenizer,
         peft_config=lora_config(config.lora, model),
     )
-    _quiet(trainer, progress)
-    trainer.train()
-    model = _merge_lora(trainer.model)
-    model.eval()
-    return model, list(trainer.state.log_history)
+    return _train(trainer, config, progress)
 
 
 # ---------------------------------------------------------------------- GRPO
@@ -309,11 +389,7 @@ def run_grpo(
         processing_class=tokenizer,
         peft_config=peft_config,
     )
-    _quiet(trainer, progress)
-    trainer.train()
-    model = _merge_lora(trainer.model)
-    model.eval()
-    return model, list(trainer.state.log_history)
+    return _train(trainer, config, progress)
 
 
 # ---------------------------------------------------------------------- the pipeline
@@ -390,6 +466,7 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
                 m: float(s) for m, s in zip(legend.model_ids, np.bincount(targets, minlength=legend.k) / len(targets))
             },
             "loss": [float(e["loss"]) for e in sft_log if "loss" in e],
+            "grad_norm": [float(e["grad_norm"]) for e in sft_log if "grad_norm" in e],
         }
         if stage == "grpo" and config.grpo.max_steps > 0:
             logs["grpo"] = _grpo_stage(model, tokenizer, builder, chat, config, ctx, rng, seed, progress, scratch_dir)

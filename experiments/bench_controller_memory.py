@@ -13,8 +13,16 @@ Ratios against references measured in the same run: each run's peak over the fir
 peak (> 1: memory piles up from one fit to the next), and the live RSS left after each run
 over the RSS before the first fit (> 1: something outlives the agent).
 
+``--against '{"activation_checkpointing": false}'`` measures a memory option: the benchmark
+runs twice in fresh child processes, first with those overrides added (the reference), then
+as given, and prints the peak RSS and fit time of each over the reference's, and whether the
+training logs (SFT loss and gradient norm per step, GRPO reward and gradient norm per step,
+the probe's expected reward after GRPO) are identical.
+
     OMP_NUM_THREADS=1 .venv/bin/python experiments/bench_controller_memory.py
     OMP_NUM_THREADS=1 .venv/bin/python experiments/bench_controller_memory.py --runs 3 --held-out 64
+    OMP_NUM_THREADS=1 .venv/bin/python experiments/bench_controller_memory.py --runs 1 \
+        --against '{"activation_checkpointing": false}'
 """
 
 from __future__ import annotations
@@ -22,8 +30,11 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
@@ -91,6 +102,63 @@ def release_freed_heap() -> bool:
     return True
 
 
+def training_fingerprint(logs: dict[str, Any]) -> dict[str, list[float]]:
+    """The numbers a fit's training produced: equal fingerprints mean equal training."""
+    steps = logs.get("grpo", {}).get("steps", [])
+    return {
+        "sft_loss": logs["sft"]["loss"],
+        "sft_grad_norm": logs["sft"]["grad_norm"],
+        "grpo_reward": [s["mean_reward"] for s in steps],
+        "grpo_grad_norm": [s["grad_norm"] for s in steps],
+        "expected_reward_after": [logs.get("grpo", {}).get("expected_reward_after", math.nan)],
+    }
+
+
+def max_abs_difference(a: dict[str, list[float]], b: dict[str, list[float]]) -> dict[str, float]:
+    """Per fingerprint entry, the largest absolute difference (inf when the lengths differ)."""
+    out = {}
+    for key in a:
+        x, y = a[key], b[key]
+        if len(x) != len(y):
+            out[key] = math.inf
+            continue
+        diffs = [0.0 if (math.isnan(u) and math.isnan(v)) else abs(u - v) for u, v in zip(x, y)]
+        out[key] = max(diffs, default=0.0)
+    return out
+
+
+def compare_against(args: argparse.Namespace) -> int:
+    """Run the benchmark with the ``--against`` overrides added (the reference), then as
+    given, each in a fresh process; print the candidate's peak RSS and fit time over the
+    reference's and how far their training logs differ."""
+    given = json.loads(args.set)
+    sets = {"reference": {**given, **json.loads(args.against)}, "candidate": given}
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, overrides in sets.items():
+            path = os.path.join(tmp, f"{label}.json")
+            cmd = [sys.executable, __file__, "--tournament", args.tournament, "--agent", args.agent]
+            cmd += ["--runs", str(args.runs), "--held-out", str(args.held_out), "--set", json.dumps(overrides)]
+            print(f"--- {label}: --set '{json.dumps(overrides)}'", flush=True)
+            subprocess.run([*cmd, "--json", path], check=True)
+            with open(path) as f:
+                results[label] = json.load(f)
+    ref, cand = results["reference"], results["candidate"]
+    print("--- candidate over reference (derived ratios, same machine, back to back)")
+    print("process peak RSS:", round(cand["max_rss_mib"] / ref["max_rss_mib"], 3),
+          f"({cand['max_rss_mib']} / {ref['max_rss_mib']} MiB)")
+    for i, (r, c) in enumerate(zip(ref["runs"], cand["runs"])):
+        print(
+            f"run {i}: peak {round(c['peak_mib'] / r['peak_mib'], 3)}, "
+            f"grpo+probe peak {c['phase_peak_mib']['grpo+probe']} / {r['phase_peak_mib']['grpo+probe']} MiB, "
+            f"fit time {round(c['fit_s'] / r['fit_s'], 3)} ({c['fit_s']} / {r['fit_s']} s)"
+        )
+        diff = max_abs_difference(r["fingerprint"], c["fingerprint"])
+        same = "identical" if all(v == 0 for v in diff.values()) else "DIFFERENT"
+        print(f"run {i}: training logs {same}; max |difference| {diff}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tournament", default="paper-pool", help="preset name or tournament directory")
@@ -99,9 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held-out", type=int, default=32, help="test-split queries routed after each fit")
     parser.add_argument("--set", default="{}", help="JSON of ControllerConfig overrides on top of the tiny budgets")
     parser.add_argument("--json", default=None, help="also write the measurements here")
+    parser.add_argument(
+        "--against", default=None, help="JSON of overrides for a reference run in its own process (see above)"
+    )
     args = parser.parse_args(argv)
     if args.runs < 1 or args.held_out < 1:
         parser.error("--runs and --held-out must be >= 1")
+    if args.against is not None:
+        return compare_against(args)
 
     sampler = RssSampler()
     import torch
@@ -109,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     from routing_gym.envs import Reward
     from routing_gym.sources import resolve_tournament
-    from routing_gym_agents import FitContext, QueryBatch, make_agent
+    from routing_gym_agents import FitContext, ObservationBatch, make_agent
 
     # The libraries a fit imports, loaded up front: the RSS before the first fit includes them,
     # so the live RSS after a run over it shows only what outlives the agent.
@@ -117,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     import trl  # noqa: F401
 
     t = resolve_tournament(args.tournament)
-    batch = QueryBatch.from_rows(t, t.split_rows("test")[: args.held_out])
+    batch = ObservationBatch.from_tournament(t, t.split_rows("test")[: args.held_out])
     overrides = {**TINY, "progress": False, **json.loads(args.set)}
     gc.collect()
     start_rss = sampler.now()
@@ -132,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         t1 = time.perf_counter()
         agent.act_batch(batch)
         t2 = time.perf_counter()
+        fingerprint = training_fingerprint(logs)
         # Phase boundaries from the fit's own timing logs (load, then SFT, then GRPO).
         t_load = t0 + logs["load_s"]
         t_sft = t_load + logs["sft_s"]
@@ -153,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                 "live_after_mib": mib(sampler.now()) if trimmed else None,
                 "fit_s": round(t1 - t0, 1),
                 "act_s": round(t2 - t1, 1),
+                "fingerprint": fingerprint,
             }
         )
         r = runs[-1]

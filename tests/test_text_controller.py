@@ -25,7 +25,13 @@ from routing_gym.sources import resolve_tournament  # noqa: E402
 from routing_gym.tournament import Outcomes  # noqa: E402
 from routing_gym_agents import FitContext, ObservationBatch, list_agents, make_agent  # noqa: E402
 from routing_gym_agents.controller_prompt import INVALID  # noqa: E402
-from routing_gym_agents.controller_trainer import RoutingReward  # noqa: E402
+from routing_gym_agents.controller_config import ControllerConfig  # noqa: E402
+from routing_gym_agents.controller_trainer import (  # noqa: E402
+    RoutingReward,
+    checkpointed_layers,
+    lm_head_token_chunk,
+    lora_config,
+)
 from routing_gym_agents.text_controller import KL_GRPO_BETA, TextControllerAgent  # noqa: E402
 
 MODELS = ["qwen2.5-0.5b", "qwen2.5-3b", "qwen2.5-7b", "deepseek-r1-distill-32b"]
@@ -114,6 +120,102 @@ def test_agents_are_registered_and_import_light():
     assert out.strip() == "[]"
 
 
+def _tiny_lora_model(top_layers: int):
+    """A 4-layer random Llama with LoRA on its top layers (no download, builds in ms)."""
+    from peft import get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64,
+    )
+    config = ControllerConfig.from_kwargs(lora_top_layers=top_layers, lora_r=4)
+    base = LlamaForCausalLM(cfg)
+    model = get_peft_model(base, lora_config(config.lora, base))
+    for name, p in model.named_parameters():
+        if "lora_B" in name:  # peft starts B at zero: give the adapters a non-trivial gradient path
+            torch.nn.init.normal_(p, std=0.1)
+    model.train()
+    return model, config
+
+
+def _loss_grads_and_saved_bytes(model, config, ids):
+    """LoRA gradients, loss and bytes autograd kept for backward, with the config's checkpointing."""
+    saved = []
+
+    def pack(t):
+        saved.append(t.numel() * t.element_size())
+        return t
+
+    model.zero_grad()
+    with checkpointed_layers(model, config), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+    return loss.item(), grads, sum(saved)
+
+
+def test_activation_checkpointing_of_the_lora_layers_keeps_gradients_and_saves_memory():
+    model, config = _tiny_lora_model(top_layers=2)
+    layers = model.base_model.model.model.layers
+    inputs_need_grad = []
+    layers[2].register_forward_pre_hook(lambda m, args: inputs_need_grad.append(args[0].requires_grad))
+    ids = torch.randint(0, 64, (8, 48), generator=torch.Generator().manual_seed(1))
+    plain = _loss_grads_and_saved_bytes(model, ControllerConfig.from_kwargs(config, activation_checkpointing=False), ids)
+    checkpointed = _loss_grads_and_saved_bytes(model, config, ids)
+    assert config.activation_checkpointing  # the default
+    assert checkpointed[0] == plain[0]
+    assert plain[1].keys() == checkpointed[1].keys() and len(plain[1]) == 2 * 7 * 2  # 2 layers x 7 modules x A, B
+    for name, grad in plain[1].items():
+        assert torch.equal(grad, checkpointed[1][name]), name
+        assert grad.abs().sum() > 0, name
+    # Only the checkpointed layers' inputs are kept: much less than every activation.
+    assert checkpointed[2] < 0.6 * plain[2], (checkpointed[2], plain[2])
+    # Nothing made the lowest LoRA layer's input require grad (backward stops there), and the
+    # layers are back to normal once training is over.
+    assert inputs_need_grad == [False, False]
+    assert [layer.gradient_checkpointing for layer in layers] == [False] * 4
+    # On only during a training forward with gradients: TRL's generation step re-enables
+    # checkpointing on every layer if it finds the model checkpointing outside one.
+    seen = []
+    layers[3].register_forward_pre_hook(lambda m, args: seen.append([x.gradient_checkpointing for x in layers]))
+    with checkpointed_layers(model, config) as n:
+        assert n == 2 and not model.is_activation_checkpointing
+        model(input_ids=ids[:1])
+        with torch.no_grad():
+            model(input_ids=ids[:1])
+        assert not model.is_activation_checkpointing
+    assert seen == [[False, False, True, True], [False] * 4]
+
+
+def test_smaller_lm_head_tiles_keep_log_probs_and_gradients():
+    from trl.kernels import chunked_logprob
+
+    gen = torch.Generator().manual_seed(2)
+    hidden = torch.randn(300, 32, generator=gen)
+    weight = torch.randn(40000, 32, generator=gen) * 0.1  # > one 32768-column vocabulary tile
+    targets = torch.randint(0, 40000, (300,), generator=gen)
+
+    def log_probs_and_grad():
+        h = hidden.clone().requires_grad_(True)
+        logp, entropy, *_ = chunked_logprob.ChunkedLogProbFunction.apply(
+            h, weight, None, targets, 1.0, 32768, None, 1.0, ("entropy",)
+        )
+        (logp.sum() + entropy.sum()).backward()
+        return logp.detach(), entropy.detach(), h.grad
+
+    default = log_probs_and_grad()
+    with lm_head_token_chunk(64):
+        assert chunked_logprob.TOKEN_CHUNK_SIZE == 64
+        tiled = log_probs_and_grad()
+    assert chunked_logprob.TOKEN_CHUNK_SIZE == 4096  # TRL's, restored
+    for a, b in zip(default, tiled):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="lm_head_token_chunk"):
+        ControllerConfig.from_kwargs(lm_head_token_chunk=0)
+
+
 def test_checkpoint_of_another_pool_is_refused(sft_checkpoint, toy):
     agent = make_agent("grpo", sft_checkpoint=str(sft_checkpoint))
     with pytest.raises(ValueError, match="trained on models"):
@@ -158,7 +260,7 @@ def test_shared_prefix_cache_matches_uncached_decoding(sft_choice, held_out):
 
     agent, _ = sft_choice
     batch = held_out.select(slice(0, 6))
-    prompts = agent.builder_.prompts(list(batch.texts), None, agent.chat_)
+    prompts = agent.builder_.prompts(list(batch.texts), None, agent.chat_)  # the SFT prompt shows no difficulty
     args = (agent.model_, agent.tokenizer_, prompts, agent.chat_)
     # Batches of 4 and 2 with questions of different lengths: padding sits after the prefix.
     cached, plain = (generate_greedy(*args, max_new_tokens=8, batch_size=4, prefix_cache=c) for c in (True, False))
