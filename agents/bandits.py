@@ -91,6 +91,13 @@ class LinearBandit(Agent):
         """``float64 [n, d]`` contexts of a batch of observations (training and routing alike)."""
         return self.featurizer.transform(batch).astype(np.float64)
 
+    def _context_table(self, batch: ObservationBatch) -> dict[tuple[str, int], np.ndarray]:
+        return {(text, int(b)): x for text, b, x in zip(batch.texts, batch.benchmarks, self.contexts(batch))}
+
+    def _context_of(self, obs: dict[str, Any], table: dict[tuple[str, int], np.ndarray]) -> np.ndarray:
+        x = table.get((obs["text"], int(obs["benchmark"])))
+        return x if x is not None else self.contexts(ObservationBatch.from_observations([obs]))[0]
+
     def learning_reward(self, reward: float, info: dict[str, Any]) -> float:
         """The signal the arms regress on; the env's reward unless a variant says otherwise."""
         return reward
@@ -105,8 +112,12 @@ class LinearBandit(Agent):
         env = ctx.make_env()
         n_steps = self.epochs * ctx.n_train
         rng = np.random.default_rng(ctx.seed)
+        # Contexts depend on the question (text, benchmark) alone, so the training questions'
+        # are computed in one batch and each step looks its observation up; an observation the
+        # table lacks (another env's questions) is featurized on the spot, with the same result.
+        table = self._context_table(ctx.train_observations())
         obs, _ = env.reset(seed=ctx.seed)  # seeds the query order (a new permutation each pass)
-        x = self.contexts(ObservationBatch.from_observations([obs]))[0]
+        x = self._context_of(obs, table)
         self.arms = RidgeArms(ctx.n_models, len(x), self.ridge)
         regret = np.empty(n_steps)
         rewards = np.empty(n_steps)
@@ -119,7 +130,7 @@ class LinearBandit(Agent):
             rewards[step], actions[step] = r, a
             if terminated or truncated:
                 obs, _ = env.reset()
-            x = self.contexts(ObservationBatch.from_observations([obs]))[0]
+            x = self._context_of(obs, table)
         return {
             "objective": self.objective(ctx),
             "regret": regret.tolist(),

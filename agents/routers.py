@@ -69,6 +69,9 @@ def model_costs(energy_j: np.ndarray) -> np.ndarray:
     return mean / max(float(mean.max()), 1e-12)
 
 
+KNN_WORKING_MEMORY_MB = 64
+
+
 @register_agent("knn")
 class KNNRouter(_TextRouter):
     """Per-model error of the ``k`` nearest training questions (cosine), plus a cost term."""
@@ -94,7 +97,12 @@ class KNNRouter(_TextRouter):
         return {"costs": self.costs.tolist()}
 
     def act_batch(self, batch: ObservationBatch) -> np.ndarray:
-        neighbours = self.index.kneighbors(self.batch_features(batch), return_distance=False)
+        from sklearn import config_context
+
+        # Brute-force cosine kNN computes query x train distances in chunks of sklearn's
+        # working_memory (default 1 GB); smaller chunks keep a large test split's peak low.
+        with config_context(working_memory=KNN_WORKING_MEMORY_MB):
+            neighbours = self.index.kneighbors(self.batch_features(batch), return_distance=False)
         error = self.train_error[neighbours].mean(axis=1)  # [n, K]
         return (error + self.cost_weight * self.costs).argmin(axis=1)
 
