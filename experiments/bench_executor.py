@@ -2,9 +2,9 @@
 
     OMP_NUM_THREADS=1 python experiments/bench_executor.py [--workers 2] [--seeds 2]
 
-The grid: ``--agents`` x ``--seeds`` on ``--tournament`` (default: greenserv and PPO x 5 seeds
-= 10 CPU-bound cells, each >= 1 s here; PPO shortened by ``--ppo-steps``; the fast bandits
-drop under 1 s once a process has cached their featurizer, so they are left out). Each executor runs the
+The grid: ``--agents`` x ``--seeds`` on ``--tournament`` (default: PPO (``--ppo-steps``) and
+A2C x 5 seeds = 10 CPU-bound cells of several seconds each; the bandits now train in well under
+a second a cell, too short for workers to pay back their imports, so they are left out). Each executor runs the
 same grid into its own fresh folder (nothing resumed), timed wall clock from the call to the
 finished result, in ``--rounds`` interleaved rounds (best wall per executor counts). ``local``
 is the reference measured in the same run; the others are printed as speed-ups over it
@@ -80,9 +80,9 @@ def timed_run(executor: str, args: argparse.Namespace, out: Path) -> tuple[float
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tournament", default="paper-pool")
-    parser.add_argument("--agents", default="greenserv,ppo")
+    parser.add_argument("--agents", default="ppo,a2c")
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--ppo-steps", type=int, default=2048)
+    parser.add_argument("--ppo-steps", type=int, default=8192)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds; the best wall of each executor counts")
     args = parser.parse_args()
