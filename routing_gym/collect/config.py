@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from routing_gym.collect.errors import ConfigError
+from routing_gym.configfile import read_config_file
 
 BACKENDS = ("ollama", "openai", "transformers")
 METERS = ("auto", "nvml-counter", "nvml-poll", "replay", "none")
@@ -255,32 +256,7 @@ def _shard_problems(c: CollectConfig) -> list[str]:
 # ---------------------------------------------------------------------- reading files
 def load_config(path: str | Path) -> CollectConfig:
     """Read a YAML, JSON or TOML config file."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config ({exc.strerror or exc})") from exc
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".yaml", ".yml"):
-            try:
-                import yaml
-            except ModuleNotFoundError as exc:
-                raise ConfigError(f"{path}: reading YAML needs PyYAML (pip install pyyaml), or use JSON/TOML") from exc
-            data = yaml.safe_load(text)
-        elif suffix == ".json":
-            data = json.loads(text)
-        elif suffix == ".toml":
-            import tomllib
-
-            data = tomllib.loads(text)
-        else:
-            raise ConfigError(f"{path}: unknown config format {suffix!r} (use .yaml, .json or .toml)")
-    except ConfigError:
-        raise
-    except Exception as exc:  # each parser has its own error type; all mean "not parseable"
-        raise ConfigError(f"{path}: not valid {suffix[1:].upper()}: {exc}") from exc
-    return config_from_dict(data, source=str(path))
+    return config_from_dict(read_config_file(path, ConfigError), source=str(path))
 
 
 def config_from_dict(data: Any, source: str = "<memory>") -> CollectConfig:

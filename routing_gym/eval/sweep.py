@@ -30,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from routing_gym.configfile import read_config_file
 from routing_gym.errors import RoutingGymError
 from routing_gym.eval.executors import DEFAULT_MAX_RETRIES, EXECUTORS
 
@@ -80,27 +81,7 @@ class SweepConfig:
 
 def load_sweep_config(path: str | Path) -> SweepConfig:
     """Read a ``.yaml``/``.yml`` or ``.toml`` sweep config."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SweepConfigError(f"{path}: cannot read the sweep config ({exc.strerror or exc})") from None
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        elif suffix == ".toml":
-            import tomllib
-
-            data = tomllib.loads(text)
-        else:
-            raise SweepConfigError(f"{path}: unknown sweep config format {suffix!r} (use .yaml or .toml)")
-    except SweepConfigError:
-        raise
-    except Exception as exc:  # each parser has its own error type; all mean "not parseable"
-        raise SweepConfigError(f"{path}: not valid {suffix[1:].upper()}: {exc}") from None
+    data = read_config_file(path, SweepConfigError, "sweep config", formats=(".yaml", ".yml", ".toml"))
     return sweep_config_from_dict(data, source=str(path))
 
 
