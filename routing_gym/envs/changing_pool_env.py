@@ -137,8 +137,8 @@ class ChangingPoolEnv(RoutingEnv):
         """Boolean ``[K]`` mask of the models in the pool now (a copy)."""
         return self._available.copy()
 
-    def action_masks(self) -> np.ndarray:
-        return self.available
+    def _valid_now(self) -> np.ndarray:
+        return self._available
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is not None:

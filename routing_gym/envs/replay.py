@@ -137,9 +137,9 @@ class ReplayCore:
     def n_models(self) -> int:
         return self.tournament.n_models
 
-    @property
+    @functools.cached_property
     def model_ids(self) -> list[str]:
-        return self.tournament.model_ids
+        return self.tournament.model_ids  # read from the models table: once, not per step
 
     def position_of(self, query_id: str) -> int:
         if query_id not in self._position_of:
@@ -302,7 +302,12 @@ class ReplayEnv(gym.Env):
 
     def action_masks(self) -> np.ndarray:
         """Boolean ``[n_actions]``: the actions valid now (sb3-contrib's ``MaskablePPO`` reads it)."""
-        return np.ones(self.action_space.n, dtype=bool)
+        mask = self._valid_now()
+        return np.ones(self.action_space.n, dtype=bool) if mask is None else mask.copy()
+
+    def _valid_now(self) -> np.ndarray | None:
+        """The mask of valid actions, or None when every action is valid (no per-step array)."""
+        return None
 
     def render(self) -> None:
         raise NotImplementedError(

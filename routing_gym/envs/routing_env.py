@@ -97,14 +97,16 @@ class RoutingEnv(ReplayEnv):
     def step(self, action):
         if self._current is None:
             raise RoutingGymError("step() called before reset(): every episode is one query, reset() shows it")
-        mask = self.action_masks()
+        mask = self._valid_now()
         a = self._checked_action(action, self.action_space.n, mask, self.config.invalid_action)
         position, self._current = self._current, None
         info = self.core.route_info(position, a)
-        requested = action_index(action)
-        if a is None and requested is not None and 0 <= requested < self.action_space.n:
-            info["requested_model_id"] = self.tournament.model_ids[requested]  # e.g. a model outside the pool
-        info["oracle_reward"] = float(self.core.reward_matrix[position][mask].max())
+        if a is None:
+            requested = action_index(action)
+            if requested is not None and 0 <= requested < self.action_space.n:
+                info["requested_model_id"] = self.tournament.model_ids[requested]  # e.g. a model outside the pool
+        if mask is not None:  # the best reward among the actions valid now
+            info["oracle_reward"] = float(self.core.reward_matrix[position][mask].max())
         self._add_info(info)
         reward = float(self.reward.invalid_penalty if a is None else self.core.reward_matrix[position, a])
         return self._observe(position), reward, True, False, info
@@ -116,7 +118,7 @@ class RoutingEnv(ReplayEnv):
         Invalid actions (see the action rule; e.g. -1 for an unparsable choice) earn
         ``invalid_penalty``, count as wrong and cost nothing; they never raise here.
         """
-        return self.core.score(actions, self.action_masks())
+        return self.core.score(actions, self._valid_now())
 
     # ------------------------------------------------------------------ hooks for variants
     def _before_draw(self) -> None:
