@@ -10,10 +10,12 @@ cache directory per name.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from routing_gym.errors import UnknownNameError
 from routing_gym.paths import cache_dir, shipped_data_dir
@@ -33,6 +35,9 @@ REAL_DATA_BUILDS = {
     "zeroeval-math": "routing_gym.sources.zeroeval:build_zeroeval_tournament",
     "llmrouter": "routing_gym.sources.llmrouter:build_llmrouter_tournament",
 }
+# Bumped when a builder's output changes, so a cached build from an older version is rebuilt
+# (stored in the card's ``extra.build_version``; absent means 1). llmrouter 2: a group split.
+BUILD_VERSIONS = {"llmrouter": 2}
 # The same builds under another energy model (routing_gym.sources.energy_model): name -> (build, energy model).
 ENERGY_MODEL_VARIANTS = {f"{base}-batch1": (base, "batch1") for base in REAL_DATA_BUILDS}
 
@@ -60,6 +65,33 @@ def resolve_tournament(spec: Tournament | str | os.PathLike) -> Tournament:
     working directory, so that a stray folder never changes what a preset means; write
     ``./paper-pool`` to load the folder.
     """
+    resolved = _resolve(spec)
+    return _substitutes.get(resolved.fingerprint, resolved) if _substitutes else resolved
+
+
+# fingerprint -> the tournament that stands in for it (``substitute``): the audit's copy.
+_substitutes: dict[str, Tournament] = {}
+
+
+@contextlib.contextmanager
+def substitute(original: Tournament, stand_in: Tournament) -> Iterator[None]:
+    """While inside, every ``resolve_tournament`` that would return ``original`` (by name,
+    directory or object: matched by content fingerprint) returns ``stand_in`` instead, in this
+    process. The audit of ``compare`` runs an agent a second time this way, so that an agent
+    rebuilding its tournament by name sees the audited copy too."""
+    key = original.fingerprint
+    previous = _substitutes.get(key)
+    _substitutes[key] = stand_in
+    try:
+        yield
+    finally:
+        if previous is None:
+            _substitutes.pop(key, None)
+        else:
+            _substitutes[key] = previous
+
+
+def _resolve(spec: Tournament | str | os.PathLike) -> Tournament:
     if isinstance(spec, Tournament):
         return spec
     name = DEFAULT_TOURNAMENT if str(spec) == "default" else str(spec)
@@ -93,16 +125,24 @@ def build_real_tournament(name: str, data_dir: str | os.PathLike | None = None, 
     from routing_gym.paths import data_dir as resolve_data_dir
 
     out = cache_dir() / "tournaments" / name
-    if (out / "card.json").exists() and not rebuild:
+    base, energy_model = ENERGY_MODEL_VARIANTS.get(name, (name, "batched"))
+    if (out / "card.json").exists() and not rebuild and _build_version(out) == BUILD_VERSIONS.get(base, 1):
         return out
     root = resolve_data_dir(data_dir)
-    base, energy_model = ENERGY_MODEL_VARIANTS.get(name, (name, "batched"))
     module, function = REAL_DATA_BUILDS[base].split(":")
     print(f"building the {name} tournament from {root} into {out} (once; several minutes)", file=sys.stderr)
     tournament, report = getattr(importlib.import_module(module), function)(root, energy_model=energy_model)
     tournament.save(out)
     report.save(out)
     return out
+
+
+def _build_version(directory: Path) -> int:
+    """The builder version a cached build was made with (1 when its card does not say)."""
+    try:
+        return int(json.loads((directory / "card.json").read_text()).get("extra", {}).get("build_version", 1))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0  # unreadable: rebuild
 
 
 def _import_builtin_presets() -> None:
