@@ -207,3 +207,24 @@ def test_subset_by_benchmark_model_and_split(toy):
         toy.subset(benchmarks=["bbh"])
     with pytest.raises(UnknownNameError, match="unknown model 'm9'"):
         toy.subset(models=["m9"])
+
+
+def test_data_split_and_info_report_duplicates(tmp_path, capsys):
+    from routing_gym.cli import main
+
+    t = make_tournament(n=90, with_splits=False)
+    queries = t.queries.copy()
+    queries.loc[[1, 2, 3], "prompt"] = [queries.loc[0, "prompt"].upper(), queries.loc[0, "prompt"] + "  ", "Same?"]
+    queries.loc[[4, 5], "prompt"] = ["same?", " SAME? "]
+    Tournament(**{**_fields(t), "queries": queries}).save(tmp_path / "raw")
+    # The raw file gives copies of one text both splits: data info counts them.
+    raw = Tournament.load(tmp_path / "raw")
+    raw.queries["split"] = ["train", "test"] * 45
+    raw.save(tmp_path / "leaky")
+    assert main(["data", "info", str(tmp_path / "leaky")]) == 0
+    assert "across splits: 2 texts (6 queries)" in capsys.readouterr().out
+    assert main(["data", "split", str(tmp_path / "raw"), "--out", str(tmp_path / "split")]) == 0
+    out = capsys.readouterr().out
+    assert "across splits: 0 texts (0 queries)" in out and "extra copies within a split" in out
+    split = Tournament.load(tmp_path / "split").queries["split"]
+    assert split[0] == split[1] == split[2] and split[3] == split[4] == split[5]
