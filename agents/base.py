@@ -176,8 +176,9 @@ class FitContext:
         grants: the privileges this context grants (``compare`` grants what an agent declares).
         feedback: the agent's declared feedback (``compare`` passes ``agent.feedback``).
             ``"bandit"`` (the default): every env the context builds is the bandit-feedback
-            view, and reading the training table (``train_outcomes``, ``train_reward_matrix``,
-            ``train_tournament``) is recorded in ``full_information_reads``.
+            view. Either way, reading the training table (``train_outcomes``,
+            ``train_reward_matrix``, ``train_tournament``) and building envs is recorded
+            (``training_feedback``).
     """
 
     def __init__(
@@ -208,7 +209,7 @@ class FitContext:
         self.progress = progress
         self.grants = frozenset(grants)
         self.feedback = feedback
-        self.full_information_reads: set[str] = set()  # training-table reads of a bandit agent
+        self.reads: set[str] = set()  # training-table reads and "env": what training_feedback reports
         self._train_rows = tournament.split_rows(train_split)
 
     # ------------------------------------------------------------------ what any agent may read
@@ -265,14 +266,16 @@ class FitContext:
         return self.reward.matrix(self._tournament, self._train_rows)
 
     def _read_full(self, what: str) -> None:
-        if self.feedback == "bandit":
-            self.full_information_reads.add(what)
+        self.reads.add(what)
 
     @property
     def training_feedback(self) -> str:
-        """What the agent learned from: ``"bandit"``, or ``"full information"`` when it declared
-        ``feedback = "full"`` or read the training table."""
-        return "full information" if self.feedback == "full" or self.full_information_reads else "bandit"
+        """What the agent learned from: ``"full information"`` (it read the training table, or
+        trained on an env with ``feedback = "full"`` declared), ``"bandit"`` (envs of the
+        bandit-feedback view only) or ``"none"`` (neither: e.g. random)."""
+        if self.reads - {"env"} or (self.feedback == "full" and "env" in self.reads):
+            return "full information"
+        return "bandit" if "env" in self.reads else "none"
 
     @property
     def objective(self) -> str:
@@ -306,6 +309,7 @@ class FitContext:
 
     def _feedback_view(self, env: Any, wrapper: type) -> Any:
         """A bandit agent's env: per-route arrays hidden, counterfactual info stripped."""
+        self.reads.add("env")
         if self.feedback != "bandit":
             return env
         hide = getattr(env.unwrapped, "hide_counterfactuals", None)
@@ -385,6 +389,9 @@ class Agent(ABC):
     name: ClassVar[str] = "agent"
     feedback: ClassVar[Feedback] = "full"
     privileged: frozenset[str] = frozenset()  # subset of PRIVILEGES; non-empty: not deployable
+    # Non-empty: compare does not audit this agent (a second fit would cost too much) and its
+    # row says "unverified (<reason>)", never "yes".
+    audit_skip_reason: ClassVar[str] = ""
 
     @property
     def deployable(self) -> bool:

@@ -57,6 +57,7 @@ from routing_gym.envs import ObservationBatch, Reward, RoutingEnv
 from routing_gym.envs.rewards import DEFAULT_COEFFICIENTS, DEFAULT_INVALID_PENALTY
 from routing_gym.errors import RoutingGymError, UnknownNameError
 from routing_gym.eval.jsonsafe import strict_json
+from routing_gym.eval import audit
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.collapse import CollapseTracker
 from routing_gym.eval.executors import DEFAULT_MAX_RETRIES, Lost, Task, check_executor, run_tasks
@@ -65,6 +66,7 @@ from routing_gym.eval.pareto import hypervolume, pareto_front
 from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval, seed_spread
 from routing_gym.plugins import import_user_module
 from routing_gym.tournament import Tournament
+from routing_gym.tournament.duplicates import duplicate_counts
 
 # The default set: every Table 2 baseline that trains in seconds on 2 cores. Names not
 # registered (yet) are skipped when the default is used; named explicitly, they are an error.
@@ -126,6 +128,7 @@ class CompareConfig:
     ray_address: str | None = None  # None: RAY_ADDRESS, else a local Ray
     max_retries: int = DEFAULT_MAX_RETRIES  # further attempts of a cell whose worker process died
     imports: Sequence[str] = ()  # modules every worker imports first (e.g. ones registering agents)
+    audit: bool = True  # fit and run each deployable agent again on held-out outcomes replaced (eval/audit.py)
 
     @property
     def seed_list(self) -> list[int]:
@@ -165,6 +168,8 @@ class RunRecord:
     status: str  # "ok" | "failed"
     feedback: str = ""
     deployable: bool = True
+    training_feedback: str = ""  # FitContext.training_feedback: bandit | full information | none
+    audit: dict[str, Any] | None = None  # AuditResult.to_dict(); None for fixed models and failed runs
     fit_s: float = 0.0
     act_s: float = 0.0
     metrics: PolicyMetrics | None = None
@@ -178,7 +183,8 @@ class RunRecord:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "method": self.method, "seed": self.seed, "kind": self.kind, "status": self.status,
-            "feedback": self.feedback, "deployable": self.deployable, "fit_s": self.fit_s,
+            "feedback": self.feedback, "deployable": self.deployable, "training_feedback": self.training_feedback,
+            "audit": self.audit, "fit_s": self.fit_s,
             "act_ms_per_query": self.act_ms_per_query, "overhead": self.overhead,
         }
         if self.metrics is not None:  # per-benchmark numbers are reported aggregated over seeds only
@@ -233,7 +239,9 @@ class CompareResult:
                 "params_b": [None if pd.isna(p) else float(p) for p in t.models["params_b"]],
                 "train_split": c.train_split, "test_split": c.test_split,
                 "n_train": int(len(t.split_rows(c.train_split))), "n_test": int(len(self.test_rows)),
+                "duplicates": duplicate_counts(t.queries["prompt"], t.queries["split"]),
             },
+            "audit": (audit.__doc__.split("\n\n")[1].replace("\n", " ") if c.audit else "off (--no-audit): no row is verified"),
             "reward": {"name": self.reward.name, "coefficients": self.reward.coefficients,
                        "invalid_penalty": self.reward.invalid_penalty, "describe": self.reward.describe()},
             "seeds": c.seed_list,
@@ -298,6 +306,7 @@ class CellSettings:
     test_split: str
     agent_kwargs: dict[str, Any]  # this cell's agent only
     imports: tuple[str, ...] = ()  # modules to import first (e.g. ones that register agents)
+    audit: bool = True
 
 
 def run_cell(t: Tournament, settings: CellSettings, name: str, seed: int) -> RunRecord:
@@ -354,7 +363,7 @@ class CompareJob:
                                                      np.full(len(env.rows), k), fit_s=math.nan, act_s=math.nan))
         self.cells = [(name, seed) for name in names for seed in seeds]
         self.settings = {name: CellSettings(reward, config.train_split, config.test_split,
-                                            dict(config.agent_kwargs.get(name, {})), tuple(config.imports))
+                                            dict(config.agent_kwargs.get(name, {})), tuple(config.imports), config.audit)
                          for name in names}
         self.fingerprints = {cell: cell_fingerprint(t, self.settings[cell[0]], *cell) for cell in self.cells}
         self.cells_dir = Path(out_dir) / CELLS_DIR if out_dir is not None else None
@@ -440,7 +449,7 @@ def agent_resources(name: str) -> dict[str, float]:
 
 # ---------------------------------------------------------------------- saved cells
 CELLS_DIR = "cells"
-_CELL_FORMAT = 1
+_CELL_FORMAT = 2  # 2: audit and training feedback
 
 
 def cell_fingerprint(t: Tournament, settings: CellSettings, name: str, seed: int) -> str:
@@ -451,7 +460,7 @@ def cell_fingerprint(t: Tournament, settings: CellSettings, name: str, seed: int
         "format": _CELL_FORMAT, "routing_gym": __version__, "tournament": t.fingerprint,
         "reward": [settings.reward.name, settings.reward.coefficients, settings.reward.invalid_penalty],
         "splits": [settings.train_split, settings.test_split], "agent": name, "kwargs": settings.agent_kwargs,
-        "imports": list(settings.imports), "seed": seed,
+        "imports": list(settings.imports), "seed": seed, "audit": settings.audit,
     }, sort_keys=True, default=repr)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
@@ -473,7 +482,7 @@ def save_cell(cells_dir: Path, record: RunRecord, fingerprint: str) -> Path:
     meta = {
         "fingerprint": fingerprint, "method": record.method, "seed": record.seed, "kind": record.kind,
         "status": record.status, "feedback": record.feedback, "deployable": record.deployable,
-        "fit_s": record.fit_s, "act_s": record.act_s, "overhead": record.overhead, "collapse": record.collapse,
+        "training_feedback": record.training_feedback, "audit": record.audit, "fit_s": record.fit_s, "act_s": record.act_s, "overhead": record.overhead, "collapse": record.collapse,
         "metrics": record.metrics.to_dict() if record.metrics is not None else None,
     }
     text = json.dumps(meta, indent=1, default=lambda v: v.item() if isinstance(v, np.generic) else repr(v))
@@ -497,7 +506,7 @@ def load_cell(cells_dir: Path, name: str, seed: int, fingerprint: str) -> RunRec
     metrics["per_benchmark"] = [BenchmarkMetrics(**b) for b in metrics["per_benchmark"]]
     return RunRecord(
         name, seed, meta["kind"], meta["status"], feedback=meta["feedback"], deployable=meta["deployable"],
-        fit_s=meta["fit_s"], act_s=meta["act_s"], metrics=PolicyMetrics(**metrics),
+        training_feedback=meta["training_feedback"], audit=meta["audit"], fit_s=meta["fit_s"], act_s=meta["act_s"], metrics=PolicyMetrics(**metrics),
         per_query={k.removeprefix("per_query__"): v for k, v in arrays.items() if k.startswith("per_query__")},
         regret=arrays.get("regret"), overhead=meta["overhead"], collapse=meta.get("collapse"),
     )
@@ -609,29 +618,34 @@ def _run_agent(name: str, seed: int, settings: CellSettings, t: Tournament, scor
     def log_regret(step: int, action: int, value: float, info: dict[str, Any]) -> None:
         regret.append(float(info.get("oracle_reward", math.nan)) - float(value))
 
-    fit_s = act_s = 0.0
-    try:
+    def fit_and_act(tournament: Tournament, hooks: list[Any]) -> tuple[Any, Any, dict[str, Any], np.ndarray, float, float]:
         agent = make_agent(name, **settings.agent_kwargs)
         # Privileges are granted exactly as declared, and the row is labelled by them.
-        meta["deployable"] = agent.deployable
-        ctx = FitContext(tournament=t, reward=settings.reward, train_split=settings.train_split, seed=seed,
-                         step_hooks=[log_regret, tracker], progress=False, grants=agent.privileged)
+        ctx = FitContext(tournament=tournament, reward=settings.reward, train_split=settings.train_split, seed=seed,
+                         step_hooks=hooks, progress=False, grants=agent.privileged, feedback=agent.feedback)
         tic = time.perf_counter()
         logs = agent.fit(ctx) or {}
         fit_s = time.perf_counter() - tic
-        batch = ObservationBatch.from_tournament(t, scorer.env.rows, include_difficulty="difficulty" in agent.privileged)
+        batch = ObservationBatch.from_tournament(tournament, scorer.env.rows, include_difficulty="difficulty" in agent.privileged)
         tic = time.perf_counter()
-        raw = agent.act_batch(batch)
+        actions = np.asarray(agent.act_batch(batch))
         act_s = time.perf_counter() - tic
-        actions = np.asarray(raw)
         if actions.shape != (len(batch),):
             raise RoutingGymError(f"act_batch returned shape {actions.shape} for {len(batch)} queries; expected ({len(batch)},)")
+        return agent, ctx, logs, actions, fit_s, act_s
+
+    fit_s = act_s = 0.0
+    try:
+        agent, ctx, logs, actions, fit_s, act_s = fit_and_act(t, [log_regret, tracker])
+        meta["deployable"] = agent.deployable
         curve = np.asarray(regret if regret else logs.get("regret", []), dtype=np.float64)
-        return scorer.record(
-            name, seed, "agent", actions, fit_s=fit_s, act_s=act_s,
-            regret=curve if curve.size else None, overhead=_read_overhead(agent, logs, len(batch)),
+        record = scorer.record(
+            name, seed, "agent", actions, fit_s=fit_s, act_s=act_s, training_feedback=ctx.training_feedback,
+            regret=curve if curve.size else None, overhead=_read_overhead(agent, logs, len(actions)),
             collapse=strict_json(tracker.summary()) if tracker.n_steps else None, **meta,
         )
+        record.audit = _audit(agent, settings, t, actions, seed, lambda copy: fit_and_act(copy, [])[3])
+        return record
     except Exception as exc:  # one agent's bug must not sink the comparison
         frames = traceback.extract_tb(exc.__traceback__)[-4:]
         return RunRecord(
@@ -640,6 +654,18 @@ def _run_agent(name: str, seed: int, settings: CellSettings, t: Tournament, scor
             # Two path parts only: enough to find the line, and no machine-specific prefix.
             traceback=[f"{'/'.join(Path(f.filename).parts[-2:])}:{f.lineno} in {f.name}: {f.line}" for f in frames],
         )
+
+
+def _audit(agent: Any, settings: CellSettings, t: Tournament, actions: np.ndarray, seed: int,
+           rerun: Any) -> dict[str, Any] | None:
+    """The cell's audit (``routing_gym.eval.audit``), for rows that claim to be deployable."""
+    if not agent.deployable:
+        return None
+    if not settings.audit:
+        return audit.AuditResult(audit.OFF, reason="audit off").to_dict()
+    if agent.audit_skip_reason:
+        return audit.AuditResult(audit.SKIPPED, reason=agent.audit_skip_reason).to_dict()
+    return audit.audit_actions(rerun, t, actions, settings.test_split, seed).to_dict()
 
 
 def _read_overhead(agent: Any, logs: dict[str, Any], n: int) -> dict[str, float]:
@@ -670,6 +696,12 @@ def _aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: 
             "method": method, "kind": mine[0].kind, "feedback": mine[0].feedback,
             "deployable": mine[0].deployable, "seeds_ok": len(ok), "seeds_failed": len(mine) - len(ok),
         }
+        if mine[0].kind == "agent":
+            row.update(audit.row_fields(mine[0].deployable, [r.audit for r in ok], [r.training_feedback for r in ok]))
+            if not ok:  # nothing ran to verify
+                row["deployable_label"] = "no" if not mine[0].deployable else "—"
+        else:
+            row.update(deployable_label="yes", training_feedback="")
         if ok:
             pooled[method] = {k: np.mean([r.per_query[k] for r in ok], axis=0) for k in PER_QUERY}
             for metric in _CI_METRICS:
@@ -904,7 +936,7 @@ def markdown_report(result: CompareResult) -> str:
     s = result.settings()
     reward = result.reward.describe()
     overhead_cols = sorted({k for r in result.rows for k in r if k.startswith(("overhead_", "fit_overhead_"))})
-    header = ["Method", "Deployable", "Accuracy % [95% CI]", "Mean J [95% CI]", "Routing gain pp [95% CI]",
+    header = ["Method", "Deployable", "Training feedback", "Accuracy % [95% CI]", "Mean J [95% CI]", "Routing gain pp [95% CI]",
               "Joules saved % [95% CI]", "Latency s", "Power W",
               "Top-1 share", f"Reward {reward} [95% CI]", "Invalid"] + [c.replace("overhead_", "overhead ").replace("fit_", "fit ") for c in overhead_cols]
     lines = [
@@ -912,19 +944,20 @@ def markdown_report(result: CompareResult) -> str:
         "",
         f"{s['tournament']['n_test']} held-out queries ({s['tournament']['test_split']}), trained on "
         f"{s['tournament']['n_train']} ({s['tournament']['train_split']}); energy provenance: "
-        f"{s['tournament']['provenance']}; {len(s['seeds'])} seed(s) per agent.",
+        f"{s['tournament']['provenance']}; {len(s['seeds'])} seed(s) per agent; {_duplicates_note(s)}.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
     ]
     for r in result.rows:
         name = r["method"] + ("" if r["kind"] == "fixed-model" or r["seeds_failed"] == 0 else f" ({r['seeds_ok']}/{r['seeds_ok'] + r['seeds_failed']} seeds)")
-        deployable = "yes" if r["deployable"] else "no"
+        deployable = r.get("deployable_label", "yes" if r["deployable"] else "no")
+        feedback = r.get("training_feedback") or "—"
         if not r["seeds_ok"]:
-            lines.append(f"| {name} | {deployable} | failed: {r.get('error', '')[:80]} |" + " |" * (len(header) - 3))
+            lines.append(f"| {name} | {deployable} | {feedback} | failed: {r.get('error', '')[:80]} |" + " |" * (len(header) - 4))
             continue
         cells = [
-            name, deployable,
+            name, deployable, feedback,
             _ci(r, "accuracy", ".1f", 100.0), _ci(r, "mean_energy_j", ",.1f"),
             _ci(r, "routing_gain_pp", "+.1f") + _outside_hull(r, "routing_gain_pp"),
             _ci(r, "joules_saved_pct", "+.1f") + _outside_hull(r, "joules_saved_pct"),
@@ -942,7 +975,9 @@ def markdown_report(result: CompareResult) -> str:
         f"({s['hull']}); {_OUTSIDE_MARKS}. "
         f"Invalid: invalid actions per evaluation pass ({s['invalid_actions']}). "
         f"Top-1 share: share of queries sent to the most used model (collapse indicator). Deployable: 'no' for "
-        f"methods that read held-out outcomes (oracle, output-informed diagnostics).",
+        f"methods that declare held-out information (oracle, output-informed diagnostics); {_audit_note(result)}. "
+        f"Training feedback: 'bandit' (only the chosen route's outcome, through the training env), 'full "
+        f"information' (every model's outcome on the training queries: legitimate training data, declared or read).",
         "",
     ]
     lines += [f"**Warning: {w}.**" for w in result.warnings] + ([""] if result.warnings else [])
@@ -979,17 +1014,41 @@ def _markdown_hull(result: CompareResult) -> list[str]:
     conf = f"{result.config.confidence:.0%}"
     vertices = " → ".join(f"{m} ({j:,.1f} J, {100 * a:.1f} %)" for m, j, a in zip(hull["models"], hull["energy_j"], hull["accuracy"]))
     agents = [r for r in result.rows if r["seeds_ok"] and r["kind"] != "fixed-model"]
-    above = [r["method"] for r in agents if r["routing_gain_pp_ci_low"] > 0]
+    above = [r for r in agents if r["routing_gain_pp_ci_low"] > 0]
     below = [r["method"] for r in agents if r["routing_gain_pp_ci_high"] < 0]
+    verified = [r["method"] for r in above if r.get("deployable_label") == "yes"]
+    unverified = [r["method"] for r in above if r["deployable"] and r.get("deployable_label") != "yes"]
+    excluded = [f"{r['method']} ({r.get('deployable_label', 'no')})" for r in above if not r["deployable"]]
     return [
         "## Routing gain over the fixed-model hull", "",
         f"Hull (random mixes of fixed models; flat beyond the most accurate one): {vertices}.", "",
-        f"- routes (gain {conf} CI above 0): {', '.join(above) or 'none'}",
+        f"- routes (gain {conf} CI above 0, deployable and verified by the audit): {', '.join(verified) or 'none'}",
+        *([f"- routes, not verified (audit off or skipped): {', '.join(unverified)}"] if unverified else []),
+        *([f"- above the hull but not deployable: {', '.join(excluded)}"] if excluded else []),
         f"- below the hull (gain {conf} CI below 0): {', '.join(below) or 'none'}",
         f"- not distinguishable from mixing fixed models: "
-        f"{', '.join(r['method'] for r in agents if r['method'] not in above + below) or 'none'}",
+        f"{', '.join(r['method'] for r in agents if r not in above and r['method'] not in below) or 'none'}",
         "",
     ]
+
+
+def _duplicates_note(settings: dict[str, Any]) -> str:
+    d = settings["tournament"]["duplicates"]
+    return (f"cross-split duplicate questions: {d['cross_split_texts']} (normalised texts in more than one split; "
+            f"{sum(d['within'].values())} extra copies within splits)")
+
+
+def _audit_note(result: CompareResult) -> str:
+    """What the audit did and what it cost (the second fit + act of every audited cell)."""
+    if not result.config.audit:
+        return "the audit was off (--no-audit): no row is verified, so none says 'yes'"
+    runs = [r for r in result.runs if r.audit and r.audit["status"] in (audit.PASSED, audit.FAILED)]
+    seconds = sum(r.audit["seconds"] for r in runs)
+    first = sum(r.fit_s + r.act_s for r in runs)
+    return (f"'yes' only after the audit: each agent fit and run again on a copy whose held-out outcomes are "
+            f"replaced (permuted across held-out queries, shifted one model along), any changed action gives "
+            f"'{audit.FAILED_LABEL}'; it cost {seconds:.1f} s over {len(runs)} cells "
+            f"(the first fit + act: {first:.1f} s)")
 
 
 def _markdown_benchmarks(result: CompareResult) -> list[str]:
