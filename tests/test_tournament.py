@@ -228,3 +228,13 @@ def test_data_split_and_info_report_duplicates(tmp_path, capsys):
     assert "across splits: 0 texts (0 queries)" in out and "extra copies within a split" in out
     split = Tournament.load(tmp_path / "split").queries["split"]
     assert split[0] == split[1] == split[2] and split[3] == split[4] == split[5]
+
+
+def test_benchmark_proportions_cut_named_benchmarks_their_own_way():
+    t = make_tournament(n=600, with_splits=False)
+    split = t.with_splits(seed=0, proportions={"train": 2, "test": 1},
+                          benchmark_proportions={"mmlu": {"train": 1, "test": 0}}).queries
+    assert (split.loc[split["benchmark"] == "mmlu", "split"] == "train").all()
+    assert (split.loc[split["benchmark"] == "gsm8k", "split"] == "test").mean() == pytest.approx(1 / 3, abs=0.01)
+    with pytest.raises(ValueError, match="expected the splits"):
+        t.with_splits(proportions={"train": 2, "test": 1}, benchmark_proportions={"mmlu": {"train": 1, "val": 1}})

@@ -36,8 +36,9 @@ REAL_DATA_BUILDS = {
     "llmrouter": "routing_gym.sources.llmrouter:build_llmrouter_tournament",
 }
 # Bumped when a builder's output changes, so a cached build from an older version is rebuilt
-# (stored in the card's ``extra.build_version``; absent means 1). llmrouter 2: a group split.
-BUILD_VERSIONS = {"llmrouter": 2}
+# (stored in the card's ``extra.build_version``; absent means 1). llmrouter 3: a group split
+# keeping LLMRouter's test questions per task (2: a group split stratified over all tasks).
+BUILD_VERSIONS = {"llmrouter": 3}
 # The same builds under another energy model (routing_gym.sources.energy_model): name -> (build, energy model).
 ENERGY_MODEL_VARIANTS = {f"{base}-batch1": (base, "batch1") for base in REAL_DATA_BUILDS}
 

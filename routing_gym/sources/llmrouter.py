@@ -130,10 +130,10 @@ def build_llmrouter_tournament(data_dir: str | os.PathLike | None = None, energy
 
     Split: LLMRouter's own files hold 119 test questions whose text is also in train, so the
     queries are re-split by group (``Tournament.with_splits``, seed 0): every copy of a
-    normalised text on one side, stratified by benchmark, with LLMRouter's train : test sizes
-    as proportions (so the test split stays ~500 questions and keeps each task's share).
-    Moving the 119 copies into train instead would shrink the test split by a quarter and
-    take its memorisable questions out of some tasks only. The file a query came from stays
+    normalised text on one side, each task cut in LLMRouter's own train : test numbers for that
+    task (50 test questions for each of its 10 test tasks, none for the other 4), so the test
+    split keeps its size (500) and task mix. Moving the 119 copies into train instead would
+    shrink the test split by a quarter, unevenly across tasks. The file a query came from stays
     in ``metadata["llmrouter_split"]`` and its id.
     ``energy_model``: as in :func:`routing_gym.sources.zeroeval.build_zeroeval_tournament`.
     """
@@ -233,8 +233,10 @@ def build_llmrouter_tournament(data_dir: str | os.PathLike | None = None, energy
         extra={"build_version": BUILD_VERSIONS["llmrouter"],"output_tokens_by_task": OUTPUT_TOKENS_BY_TASK, "energy_model": energy_model,
                "energy_fit": {k_: v for k_, v in energy_info.items() if k_ not in ("runs", "curves", "card_notes")}},
     )
+    per_task = pd.crosstab(qframe["benchmark"], qframe["split"]).reindex(columns=["train", "test"], fill_value=0)
     tournament = Tournament.from_records(qframe, model_rows, outcomes, card, source=name).with_splits(
-        seed=0, proportions={"train": int(file_sizes["train"]), "test": int(file_sizes["test"])})
+        seed=0, proportions={"train": int(file_sizes["train"]), "test": int(file_sizes["test"])},
+        benchmark_proportions={b: {"train": int(r["train"]), "test": int(r["test"])} for b, r in per_task.iterrows()})
     grades = pd.DataFrame({"query_id": outcomes["query_id"], "model_id": outcomes["model_id"],
                            "benchmark": np.repeat(qframe["benchmark"].to_numpy(), k), "correct": outcomes["correct"]})
     report = BuildReport(name, model_ids, [], [], grades, {"total_s": time.monotonic() - t_start}, energy_info)
