@@ -40,7 +40,7 @@ def one_run(tournament: str, n_bootstrap: int, profile: int) -> dict:
         finally:
             timings["aggregate_s"] += time.perf_counter() - tic
 
-    compare.aggregate = timed_aggregate
+    compare.aggregate = timed_aggregate  # CompareJob.result looks it up in compare's namespace
     config = compare.CompareConfig(tournament=tournament, seeds=1, n_bootstrap=n_bootstrap, progress=False)
     profiler = None
     if profile:
