@@ -134,8 +134,9 @@ def _table_without_timing(folder: Path) -> tuple[str, pd.DataFrame]:
 def test_local_and_ray_give_identical_tables_on_paper_pool(ray_local, tmp_path, data_dir):
     tables = {}
     for executor in ("local", "ray"):
+        # audit=False: the audit's own executors are covered in test_audit.py; here it would double 6 PPO trainings
         config = CompareConfig(tournament="paper-pool", agents=["default", "ppo"], seeds=3, progress=False,
-                               executor=executor)
+                               executor=executor, audit=False)
         result = run_compare(config, out_dir=tmp_path / executor)
         assert not result.failures and result.row("ppo")["seeds_ok"] == 3
         write_outputs(result, tmp_path / executor, plots=False)
