@@ -421,9 +421,14 @@ def serving_fields(model_id: str, spec: ModelSpec, profile: EnergyProfile, info:
     }
 
 
+# Bumped whenever a change here changes derived joules: a cached build of another version is re-priced.
+ENERGY_LAW_VERSION = 2
+
+
 def card_energy_fit(info: dict[str, Any]) -> dict[str, Any]:
     """What of an energy model's info goes into the card's ``extra.energy_fit`` (not the bulky per-run tables)."""
-    return {k: v for k, v in info.items() if k not in ("runs", "curves", "card_notes", "alternatives")}
+    return {**{k: v for k, v in info.items() if k not in ("runs", "curves", "card_notes", "alternatives")},
+            "energy_law_version": ENERGY_LAW_VERSION}
 
 
 # Card notes that energy models write (every kind's card_notes starts with one of these).

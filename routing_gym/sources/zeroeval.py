@@ -73,7 +73,9 @@ LLAMA_8B, LLAMA_70B = "meta-llama/Meta-Llama-3.1-8B-Instruct", "meta-llama/Meta-
 # the models it ran itself; API runs (engine openai / together / mistral) are priced as bf16 unless the
 # provider's model name states otherwise.
 TOGETHER_TURBO = ("served by Together AI as '...-Turbo' (ZeroEval engine 'together'): Together's Turbo endpoints "
-                  "are FP8-quantised (Together AI, 'Together Inference Engine 2.0 with Turbo and Lite endpoints', 2024)")
+                  "are FP8-quantised (Together AI, 'Together Inference Engine 2.0 with Turbo and Lite endpoints', 2024); "
+                  "8 GPUs: Meta quantised 405B to FP8 'allowing the model to run within a single server node' "
+                  "(Meta AI, 'Introducing Llama 3.1', 2024)")
 
 # Open-weight ZeroEval models, keyed by model id (the ZeroEval file name). Models not listed
 # (API-only models, and API aliases such as "deepseek-chat" whose weights version is unknown)
@@ -86,7 +88,7 @@ OPEN_MODELS: dict[str, ModelSpec] = {
         "meta-llama/Meta-Llama-3.1-405B-Instruct", "llama3.1", 405.9, mlenergy_id="meta-llama/Meta-Llama-3.1-405B-Instruct"),
     "Llama-3.1-405B-Instruct-Turbo": ModelSpec(
         "meta-llama/Meta-Llama-3.1-405B-Instruct", "llama3.1", 405.9, mlenergy_id="meta-llama/Meta-Llama-3.1-405B-Instruct",
-        precision="fp8", serving_note=TOGETHER_TURBO),
+        precision="fp8", n_gpus=8, serving_note=TOGETHER_TURBO),
     "Meta-Llama-3-70B-Instruct": ModelSpec("meta-llama/Meta-Llama-3-70B-Instruct", "llama3", 70.6,
                                            same_architecture_as=LLAMA_70B),
     "Meta-Llama-3-8B-Instruct": ModelSpec("meta-llama/Meta-Llama-3-8B-Instruct", "llama3", 8.03,
