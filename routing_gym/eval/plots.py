@@ -113,37 +113,50 @@ def plot_pareto(result: ComparisonView, path: str | Path) -> Path:
     return _save(fig, path, plt)
 
 
+# Label placements tried around a marker: 8 directions at growing distances (points); a label
+# moved off its marker's side gets a leader line back to it.
+_DIRECTIONS = ((1, -1), (-1, 1), (1, 1), (-1, -1), (1, 0), (-1, 0), (0, 1), (0, -1))
+_DISTANCES = (5, 14, 28, 44)
+
+
 def _label_fixed_models(ax, fixed: list[dict[str, Any]], points: list[tuple[float, float]]) -> None:
-    """Name each fixed model beside its square, on the side that covers the fewest markers
-    and earlier labels (a greedy search over four placements, in display pixels)."""
+    """Name each fixed model at its own square: the nearest placement that covers no other
+    marker and no earlier label (a greedy search in display pixels; a leader line once it is
+    moved away), drawn above every marker on a light box so no marker can hide it."""
     ax.autoscale_view()
     ax.figure.tight_layout()  # final axes geometry first: placements are measured in pixels
     frame = ax.get_window_extent()
     to_px = ax.transData.transform
-    dpi = ax.figure.dpi
+    px_per_pt = ax.figure.dpi / 72
     markers = to_px(np.array(points)) if points else np.zeros((0, 2))
-    char_w, text_h, gap = 0.55 * 7 * dpi / 72, 7 * dpi / 72, 5 * dpi / 72  # fontsize 7
+    char_w, text_h = 0.55 * 7 * px_per_pt, 7 * px_per_pt  # fontsize 7
+    reach = 7 * px_per_pt  # a marker's half-width plus a margin
     placed: list[tuple[float, float, float, float]] = []
     for r in sorted(fixed, key=lambda r: r["mean_energy_j"]):
         name = r["method"].removeprefix("always ")
         x, y = to_px((r["mean_energy_j"], 100 * r["accuracy"]))
+        others = markers[np.hypot(markers[:, 0] - x, markers[:, 1] - y) > 1.0] if len(markers) else markers
         w = char_w * len(name)
         best = None
-        for dx, dy in ((1, -1), (-1, 1), (1, 1), (-1, -1)):
-            x0 = x + gap if dx > 0 else x - gap - w
-            y0 = y - gap - text_h if dy < 0 else y + gap
+        for rank, (distance, (dx, dy)) in enumerate((d, v) for d in _DISTANCES for v in _DIRECTIONS):
+            off = distance * px_per_pt
+            x0 = x + off if dx > 0 else x - off - w if dx < 0 else x - w / 2
+            y0 = y + off if dy > 0 else y - off - text_h if dy < 0 else y - text_h / 2
             box = (x0, y0, x0 + w, y0 + text_h)
-            covered = sum(box[0] - 12 <= mx <= box[2] + 12 and box[1] - 12 <= my <= box[3] + 12 for mx, my in markers)
+            covered = sum(box[0] - reach <= mx <= box[2] + reach and box[1] - reach <= my <= box[3] + reach
+                          for mx, my in others)
             clashes = sum(not (box[2] < b[0] or b[2] < box[0] or box[3] < b[1] or b[3] < box[1]) for b in placed)
             outside = box[0] < frame.x0 or box[2] > frame.x1 or box[1] < frame.y0 or box[3] > frame.y1
-            cost = covered + 2 * clashes + 3 * outside
+            cost = 100 * covered + 50 * clashes + 200 * outside + rank  # nearest clean placement first
             if best is None or cost < best[0]:
-                best = (cost, dx, dy, box)
-        _, dx, dy, box = best
+                best = (cost, distance, dx, dy, box)
+        _, distance, dx, dy, box = best
         placed.append(box)
         ax.annotate(name, (r["mean_energy_j"], 100 * r["accuracy"]), textcoords="offset points",
-                    xytext=(5 * dx, 5 * dy), ha="left" if dx > 0 else "right", va="bottom" if dy > 0 else "top",
-                    fontsize=7, color="0.35")
+                    xytext=(distance * dx, distance * dy), ha={1: "left", -1: "right", 0: "center"}[dx],
+                    va={1: "bottom", -1: "top", 0: "center"}[dy], fontsize=7, color="0.25", zorder=6,
+                    bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.75},
+                    arrowprops=None if distance == _DISTANCES[0] else {"arrowstyle": "-", "color": "0.5", "lw": 0.6})
 
 
 def plot_selection(result: ComparisonView, path: str | Path) -> Path:
