@@ -26,6 +26,7 @@ import numpy as np
 
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.stats import BootstrapPlan, percentile_interval
+from routing_gym.sources.energy_model import ALTERNATIVE_ENERGY_MODELS
 from routing_gym.tournament import Tournament
 
 ROUTES, BELOW, INDISTINGUISHABLE = "routes", "below", "indistinguishable"
@@ -37,7 +38,8 @@ def energy_under_laws(t: Tournament, rows: np.ndarray) -> dict[str, np.ndarray]:
     alternatives = [s.get("energy_alternatives") if isinstance(s, dict) else None for s in t.models["serving"]]
     if not alternatives or not all(alternatives):
         return {}
-    laws = [law for law in alternatives[0] if all(law in a for a in alternatives)]
+    known = [law for law in ALTERNATIVE_ENERGY_MODELS if law in alternatives[0]]  # the canonical order first
+    laws = [law for law in known + sorted(set(alternatives[0]) - set(known)) if all(law in a for a in alternatives)]
     out = {}
     for law in laws:
         decode = np.array([a[law]["joules_per_output_token"] for a in alternatives])
@@ -130,6 +132,7 @@ def verdict_robustness(correct: np.ndarray, energies: dict[str, np.ndarray], act
         gains, verdicts = {}, {}
         for i, m in enumerate(methods):
             point = 100 * float(fixed_hull.routing_gain(fixed_j, fixed_acc, joules[m].mean(), accuracy[m].mean()))
+            point = 0.0 if abs(point) < 1e-7 else point  # a hull vertex's own gain, up to rounding
             resampled = 100 * fixed_hull.routing_gain(boot_j, boot_acc, boot[:, n_m + i], boot[:, i])
             low, high = (float(v) for v in percentile_interval(resampled, confidence))
             gains[m] = (point, low, high)
@@ -139,3 +142,20 @@ def verdict_robustness(correct: np.ndarray, energies: dict[str, np.ndarray], act
                 verdicts[m] = ROUTES if low > 0 else BELOW if high < 0 else INDISTINGUISHABLE
         per_law[law] = LawVerdicts(law, [model_ids[i] for i in hull.vertex_index], gains, verdicts)
     return Robustness(list(energies), per_law)
+
+
+def robustness_of_runs(t: Tournament, test_rows: np.ndarray, runs: list[Any], plan: BootstrapPlan,
+                       confidence: float = 0.95) -> Robustness | None:
+    """:func:`verdict_robustness` of a comparison's runs (``compare``'s ``RunRecord``: ``method``,
+    ``kind``, ``status``, ``per_query["actions"]``); None when the tournament records fewer than
+    two energy laws (measured and synthetic tournaments have one)."""
+    energies = energy_under_laws(t, test_rows)
+    if len(energies) < 2:
+        return None
+    actions: dict[str, list[np.ndarray]] = {}
+    for r in runs:
+        if r.status == "ok":
+            actions.setdefault(r.method, []).append(np.asarray(r.per_query["actions"], dtype=np.int64))
+    fixed = {r.method: int(actions[r.method][0][0]) for r in runs if r.kind == "fixed-model" and r.method in actions}
+    return verdict_robustness(t.correct[test_rows], energies, {m: np.stack(a) for m, a in actions.items()},
+                              t.model_ids, plan, confidence, fixed=fixed)
