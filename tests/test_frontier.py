@@ -161,3 +161,29 @@ def test_cli_writes_the_curve_and_refuses_an_agent_without_a_knob(tmp_path):
     assert {p.name for p in (tmp_path / "out").iterdir()} == {"table.md", "frontier.json", "points.csv", "dominance.csv", "frontier.png"}
     bad = run("--agents", "random", "--out", str(tmp_path / "bad"))
     assert bad.returncode == 2 and "exposes no cost knob" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_every_chosen_point_and_fixed_model_is_judged_under_each_recorded_energy_law(tmp_path):
+    from routing_gym.eval.robustness import energy_under_laws
+
+    t = two_skill_tournament()
+    k = t.n_models
+    models = t.models.copy()  # per-token joules rising with the model index under "up", falling under "down"
+    models["serving"] = [{"energy_alternatives": {
+        "up": {"joules_per_output_token": 0.1 * (j + 1), "prefill_joules_per_input_token": 0.0},
+        "down": {"joules_per_output_token": 0.1 * (k - j), "prefill_joules_per_input_token": 0.0}}} for j in range(k)]
+    t = replace(t, models=models)
+    config = FrontierConfig(tournament=t, agents=["cost-aware"], grids={"cost-aware": [0.0, 5.0]}, n_bootstrap=100,
+                            progress=False)
+    result = run_frontier(config)
+    summary = result.hull["robustness"]
+    assert summary["laws"] == ["down", "up"]  # no canonical law among them: sorted
+    test = result.tournament.split_rows("test")
+    for law, energy in energy_under_laws(result.tournament, test).items():
+        hull = H.fixed_model_hull(energy.mean(axis=0), result.tournament.correct[test].mean(axis=0))
+        assert summary["hull_models"][law] == [t.model_ids[i] for i in hull.vertex_index]
+    methods = {row["method"]: row for row in summary["methods"]}
+    chosen = {f"cost-aware mu={p.value:g}" for p in result.curves[0].selected}
+    assert chosen and set(methods) == {f"always {m}" for m in t.model_ids} | chosen
+    assert {row["verdict_up"] for m, row in methods.items() if m.startswith("always")} <= {"on the hull", "below the hull"}
+    assert "## Verdicts under other energy laws" in write_frontier_outputs(result, tmp_path, plots=False)["table.md"].read_text()

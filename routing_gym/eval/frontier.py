@@ -44,6 +44,7 @@ from routing_gym.errors import RoutingGymError
 from routing_gym.eval.jsonsafe import strict_json
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.pareto import pareto_front
+from routing_gym.eval.robustness import energy_under_laws, markdown_lines, verdict_robustness
 from routing_gym.eval.scoring import score_actions
 from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval
 from routing_gym.tournament import Tournament
@@ -355,7 +356,8 @@ def _route(agent: Any, batch: ObservationBatch, t: Tournament, rows: np.ndarray,
     # The one scorer: invalid actions count as wrong and cost 0 J, as everywhere else.
     zeros = np.zeros((len(rows), t.n_models))
     scored = score_actions(zeros, t.outcomes(rows), actions, config.invalid_penalty)
-    return {"correct": scored.correct.astype(np.float64), "energy_j": scored.energy_j.astype(np.float64)}
+    return {"correct": scored.correct.astype(np.float64), "energy_j": scored.energy_j.astype(np.float64),
+            "actions": scored.actions}
 
 
 # ---------------------------------------------------------------------- test-split statistics
@@ -404,6 +406,14 @@ def _analyse(config: FrontierConfig, t: Tournament, test_rows: np.ndarray,
         curve.dominance = _dominated_fixed_models(config, t, fixed, points, boot_points, boot_acc, boot_j, scale)
     hull_info = {"models": [t.model_ids[i] for i in hull.vertex_index], "energy_j": hull.energy_j.tolist(),
                  "accuracy": hull.accuracy.tolist(), "max_fixed_energy_j": float(fixed_j.max())}
+    # every chosen point and fixed model re-priced under the tournament's other energy laws (eval/robustness.py)
+    energies = energy_under_laws(t, test_rows)
+    if len(energies) > 1:
+        actions = {f"always {m}": np.full(len(test_rows), k) for k, m in enumerate(t.model_ids)}
+        actions.update({f"{c.agent} {c.knob.parameter}={p.value:g}": p.per_query["actions"] for c in ok for p in c.selected})
+        hull_info["robustness"] = verdict_robustness(
+            correct, energies, actions, t.model_ids, BootstrapPlan(len(test_rows), config.n_bootstrap, config.bootstrap_seed),
+            config.confidence, fixed={f"always {m}": k for k, m in enumerate(t.model_ids)}).to_dict()
     return fixed, hull_info
 
 
@@ -523,6 +533,8 @@ def markdown_report(result: FrontierResult) -> str:
             cells.append(f"{verdict} ({c.knob.parameter}={d['by_value']:g}: p {d['prob_dominates']:.3f}{tie[d['tied_axis']]})")
         lines.append(f"| {row['model']} | {100 * row['accuracy']:.1f} | {row['mean_energy_j']:,.1f} | " + " | ".join(cells) + " |")
     lines.append("")
+    if "robustness" in result.hull:
+        lines += markdown_lines(result.hull["robustness"])
     return "\n".join(lines)
 
 

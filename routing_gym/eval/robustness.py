@@ -93,17 +93,24 @@ class Robustness:
         }
 
     def markdown_lines(self) -> list[str]:
-        """A table of verdicts per law and the hull vertices under each."""
-        lines = ["## Verdicts under other energy laws", "",
-                 "The same actions re-priced under each energy law the tournament records (routing_gym/eval/robustness.py); "
-                 f"robust = the same verdict under all of {', '.join(self.laws)}.", "",
-                 "| Method | " + " | ".join(self.laws) + " | robust |", "|---|" + "---|" * (len(self.laws) + 1)]
-        for m, ok in self.robust.items():
-            cells = [f"{self.per_law[law].verdicts[m]} ({self.per_law[law].gain_pp[m][0]:+.1f})" for law in self.laws]
-            lines.append(f"| {m} | " + " | ".join(cells) + f" | {'yes' if ok else '**no**'} |")
-        lines += ["", *[f"- hull under {law}: {' → '.join(v.hull_models)}" for law, v in self.per_law.items()],
-                  f"- verdicts that depend on the energy law: {', '.join(self.fragile) or 'none'}", ""]
-        return lines
+        return markdown_lines(self.to_dict())
+
+
+def markdown_lines(summary: dict[str, Any]) -> list[str]:
+    """A table of verdicts per law and the hull vertices under each, from :meth:`Robustness.to_dict`
+    (so a result read back from JSON renders the same)."""
+    laws = summary["laws"]
+    lines = ["## Verdicts under other energy laws", "",
+             "The same actions re-priced under each energy law the tournament records (routing_gym/eval/robustness.py; "
+             "verdict and routing gain in pp); robust = the same verdict under every law.", "",
+             "| Method | " + " | ".join(laws) + " | robust |", "|---|" + "---|" * (len(laws) + 1)]
+    for row in summary["methods"]:
+        cells = [f"{row[f'verdict_{law}']} ({row[f'gain_pp_{law}']:+.1f})" for law in laws]
+        lines.append(f"| {row['method']} | " + " | ".join(cells) + f" | {'yes' if row['robust'] else '**no**'} |")
+    fragile = [row["method"] for row in summary["methods"] if not row["robust"]]
+    lines += ["", *[f"- hull under {law}: {' → '.join(models)}" for law, models in summary["hull_models"].items()],
+              f"- verdicts that depend on the energy law: {', '.join(fragile) or 'none'}", ""]
+    return lines
 
 
 def verdict_robustness(correct: np.ndarray, energies: dict[str, np.ndarray], actions: dict[str, np.ndarray],
