@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from routing_gym.eval.robustness import (
@@ -97,3 +98,31 @@ def test_energy_under_laws_reprices_from_tokens_and_needs_every_model():
     serving[1] = {"energy_alternatives": {"x": serving[0]["energy_alternatives"]["x"]}}  # model 1 lacks law y
     models["serving"] = serving
     assert sorted(energy_under_laws(replace(t, models=models), rows)) == ["x"]
+
+
+def test_compare_reports_each_verdict_under_every_recorded_law(tmp_path):
+    from routing_gym.eval.compare import CompareConfig, run_compare, write_outputs
+
+    t = make_tournament(n=400, k=3, seed=2)
+    models = t.models.copy()  # per-token joules rising with the model index under "up", falling under "down"
+    models["serving"] = [{"energy_alternatives": {
+        "up": {"joules_per_output_token": 0.1 * (j + 1), "prefill_joules_per_input_token": 0.0},
+        "down": {"joules_per_output_token": 0.1 * (3 - j), "prefill_joules_per_input_token": 0.0}}} for j in range(3)]
+    t = replace(t, models=models)
+    result = run_compare(CompareConfig(tournament=t, agents=["random", "fixed-smallest"], seeds=2, n_bootstrap=100,
+                                       progress=False))
+    summary = result.pareto["robustness"]
+    assert summary["laws"] == ["down", "up"]
+    rows = result.test_rows
+    expected = verdict_robustness(t.correct[rows], energy_under_laws(t, rows),
+                                  {r.method: r.per_query["actions"] for r in result.runs if r.seed in (None, 0)},
+                                  t.model_ids, BootstrapPlan(len(rows), 100))
+    # under "down" the largest model is the cheapest: it alone is on the hull, under "up" the smallest is
+    assert summary["hull_models"]["down"] == expected.per_law["down"].hull_models
+    assert summary["hull_models"]["up"][0] == "m0" and summary["hull_models"]["down"][0] == "m2"
+    by_method = {row["method"]: row for row in summary["methods"]}
+    assert by_method["always m0"]["verdict_up"] == ON_HULL and by_method["always m0"]["verdict_down"] == BELOW_HULL
+    assert by_method["always m0"]["robust"] is False and result.row("always m0")["verdict_robust_across_energy_laws"] is False
+    out = write_outputs(result, tmp_path, plots=False)
+    assert "## Verdicts under other energy laws" in out["table.md"].read_text()
+    assert "verdict_robust_across_energy_laws" in pd.read_csv(out["summary.csv"]).columns

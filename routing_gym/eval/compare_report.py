@@ -16,6 +16,7 @@ from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.compare_cells import RunRecord
 from routing_gym.eval.compare_stats import CompareResult
 from routing_gym.eval.jsonsafe import strict_json
+from routing_gym.eval.robustness import markdown_lines
 
 
 _CURVE_POINTS = 200  # regret curves are stored in results.json downsampled to this many points
@@ -77,6 +78,8 @@ def _downsample(curve: dict[str, Any]) -> dict[str, Any]:
 def _ci(row: dict[str, Any], metric: str, fmt: str, scale: float = 1.0) -> str:
     if metric not in row:
         return "—"
+    if row.get(f"{metric}_ci_low") is None:  # a fixed model against the hull it helps build
+        return "on the hull" if row[metric] == 0 else f"{format(row[metric] * scale, fmt)} below the hull"
     value, low, high = (row[metric] * scale, row[f"{metric}_ci_low"] * scale, row[f"{metric}_ci_high"] * scale)
     return format(value, fmt) + f" [{format(low, fmt)}, {format(high, fmt)}]"
 
@@ -121,7 +124,8 @@ def markdown_report(result: CompareResult) -> str:
         f"other coefficients are different metrics). Intervals: {s['intervals']}. Agent rows are means over "
         f"seeds (per-seed spread in summary.csv, `*_seed_sd`); 'always <model>' rows are the fixed models "
         f"computed directly from the table. Routing gain and joules saved: against the fixed-model hull "
-        f"({s['hull']}); {_OUTSIDE_MARKS}. "
+        f"({s['hull']}); {_OUTSIDE_MARKS}; a fixed model is 'on the hull' or a distance below it (no interval: "
+        f"it is one of the points the hull is built from). "
         f"Invalid: invalid actions per evaluation pass ({s['invalid_actions']}). "
         f"Top-1 share: share of queries sent to the most used model (collapse indicator). Deployable: 'no' for "
         f"methods that read held-out outcomes (oracle, output-informed diagnostics).",
@@ -129,6 +133,8 @@ def markdown_report(result: CompareResult) -> str:
     ]
     lines += [f"**Warning: {w}.**" for w in result.warnings] + ([""] if result.warnings else [])
     lines += _markdown_hull(result)
+    if "robustness" in result.pareto:
+        lines += markdown_lines(result.pareto["robustness"])
     lines += _markdown_benchmarks(result)
     lines += _markdown_pareto(result)
     if result.failures:

@@ -24,6 +24,7 @@ from routing_gym.errors import UnknownNameError
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.compare_cells import PER_QUERY, CompareConfig, RunRecord
 from routing_gym.eval.pareto import hypervolume, pareto_front
+from routing_gym.eval.robustness import robustness_of_runs
 from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval, seed_spread
 from routing_gym.tournament import Tournament
 
@@ -135,6 +136,13 @@ def aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: n
 
     pareto = _pareto(rows, t, test_rows)
     pareto["hull"] = hull
+    # the same actions under every energy law the tournament records (derived tournaments only)
+    robust = robustness_of_runs(t, test_rows, runs, BootstrapPlan(len(test_rows), config.n_bootstrap,
+                                                                  config.bootstrap_seed), config.confidence)
+    if robust is not None:
+        pareto["robustness"] = robust.to_dict()
+        for r in rows:
+            r["verdict_robust_across_energy_laws"] = robust.robust.get(r["method"])
     for r in rows:
         if r["seeds_ok"]:
             r["hypervolume"] = hypervolume([r["accuracy"]], [r["mean_energy_j"]], pareto["reference"]["energy_j"],
@@ -183,8 +191,10 @@ def _hull_gains(config: CompareConfig, t: Tournament, test_rows: np.ndarray, by_
         }
         for name, (point, boot_values, position) in values.items():
             low, high = percentile_interval(boot_values, config.confidence)
-            row.update({name: _snap(point), f"{name}_ci_low": _snap(low), f"{name}_ci_high": _snap(high),
-                        f"{name}_vs": position})
+            if row["kind"] == "fixed-model":  # a point of the hull itself: on it (0) or a distance below, no interval
+                low = high = None
+            row.update({name: _snap(point), f"{name}_ci_low": low if low is None else _snap(low),
+                        f"{name}_ci_high": high if high is None else _snap(high), f"{name}_vs": position})
     return {
         "models": [t.model_ids[i] for i in hull.vertex_index],
         "energy_j": hull.energy_j.tolist(),
