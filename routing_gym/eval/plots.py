@@ -121,42 +121,63 @@ _DISTANCES = (5, 14, 28, 44)
 
 def _label_fixed_models(ax, fixed: list[dict[str, Any]], points: list[tuple[float, float]]) -> None:
     """Name each fixed model at its own square: the nearest placement that covers no other
-    marker and no earlier label (a greedy search in display pixels; a leader line once it is
-    moved away), drawn above every marker on a light box so no marker can hide it."""
+    marker or earlier label and lies clearly nearer its own marker than any other (a greedy search in
+    display pixels; a long name may wrap onto two lines; a leader line once it is moved away),
+    drawn above every marker on a light box so no marker can hide it."""
     ax.autoscale_view()
     ax.figure.tight_layout()  # final axes geometry first: placements are measured in pixels
     frame = ax.get_window_extent()
     to_px = ax.transData.transform
     px_per_pt = ax.figure.dpi / 72
     markers = to_px(np.array(points)) if points else np.zeros((0, 2))
-    char_w, text_h = 0.55 * 7 * px_per_pt, 7 * px_per_pt  # fontsize 7
+    char_w, line_h = 0.55 * 7 * px_per_pt, 7 * px_per_pt  # fontsize 7
     reach = 7 * px_per_pt  # a marker's half-width plus a margin
     placed: list[tuple[float, float, float, float]] = []
     for r in sorted(fixed, key=lambda r: r["mean_energy_j"]):
         name = r["method"].removeprefix("always ")
         x, y = to_px((r["mean_energy_j"], 100 * r["accuracy"]))
         others = markers[np.hypot(markers[:, 0] - x, markers[:, 1] - y) > 1.0] if len(markers) else markers
-        w = char_w * len(name)
         best = None
-        for rank, (distance, (dx, dy)) in enumerate((d, v) for d in _DISTANCES for v in _DIRECTIONS):
-            off = distance * px_per_pt
-            x0 = x + off if dx > 0 else x - off - w if dx < 0 else x - w / 2
-            y0 = y + off if dy > 0 else y - off - text_h if dy < 0 else y - text_h / 2
-            box = (x0, y0, x0 + w, y0 + text_h)
-            covered = sum(box[0] - reach <= mx <= box[2] + reach and box[1] - reach <= my <= box[3] + reach
-                          for mx, my in others)
-            clashes = sum(not (box[2] < b[0] or b[2] < box[0] or box[3] < b[1] or b[3] < box[1]) for b in placed)
-            outside = box[0] < frame.x0 or box[2] > frame.x1 or box[1] < frame.y0 or box[3] > frame.y1
-            cost = 100 * covered + 50 * clashes + 200 * outside + rank  # nearest clean placement first
-            if best is None or cost < best[0]:
-                best = (cost, distance, dx, dy, box)
-        _, distance, dx, dy, box = best
+        for text in dict.fromkeys([name, _wrap(name)]):
+            lines = text.split("\n")
+            w, h = char_w * max(map(len, lines)), line_h * len(lines)
+            for rank, (distance, (dx, dy)) in enumerate((d, v) for d in _DISTANCES for v in _DIRECTIONS):
+                off = distance * px_per_pt
+                x0 = x + off if dx > 0 else x - off - w if dx < 0 else x - w / 2
+                y0 = y + off if dy > 0 else y - off - h if dy < 0 else y - h / 2
+                box = (x0, y0, x0 + w, y0 + h)
+                covered = sum(box[0] - reach <= mx <= box[2] + reach and box[1] - reach <= my <= box[3] + reach
+                              for mx, my in others)
+                clashes = sum(not (box[2] < b[0] or b[2] < box[0] or box[3] < b[1] or b[3] < box[1]) for b in placed)
+                outside = box[0] < frame.x0 or box[2] > frame.x1 or box[1] < frame.y0 or box[3] > frame.y1
+                # another marker about as near as its own makes the label ambiguous
+                nearer = any(_box_distance(box, p) < 1.5 * _box_distance(box, (x, y)) + reach for p in others)
+                cost = (100 * covered + 50 * clashes + 200 * outside + 30 * nearer
+                        + rank + 5 * (len(lines) - 1))  # the nearest clean placement, one line if it can
+                if best is None or cost < best[0]:
+                    best = (cost, text, distance, dx, dy, box)
+        _, text, distance, dx, dy, box = best
         placed.append(box)
-        ax.annotate(name, (r["mean_energy_j"], 100 * r["accuracy"]), textcoords="offset points",
+        ax.annotate(text, (r["mean_energy_j"], 100 * r["accuracy"]), textcoords="offset points",
                     xytext=(distance * dx, distance * dy), ha={1: "left", -1: "right", 0: "center"}[dx],
                     va={1: "bottom", -1: "top", 0: "center"}[dy], fontsize=7, color="0.25", zorder=6,
+                    linespacing=1.0, multialignment={1: "left", -1: "right", 0: "center"}[dx],
                     bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.75},
                     arrowprops=None if distance == _DISTANCES[0] else {"arrowstyle": "-", "color": "0.5", "lw": 0.6})
+
+
+def _wrap(name: str) -> str:
+    """A long model name on two lines, broken at the separator nearest its middle."""
+    cuts = [i for i, c in enumerate(name) if c in "@-_/" and 0 < i < len(name) - 1]
+    if len(name) < 16 or not cuts:
+        return name
+    cut = min(cuts, key=lambda i: abs(i - len(name) / 2))
+    return name[:cut] + "\n" + name[cut:]
+
+
+def _box_distance(box: tuple[float, float, float, float], point: tuple[float, float]) -> float:
+    """Pixels from a point to the nearest point of a box (0 inside)."""
+    return float(np.hypot(max(box[0] - point[0], 0.0, point[0] - box[2]), max(box[1] - point[1], 0.0, point[1] - box[3])))
 
 
 def plot_selection(result: ComparisonView, path: str | Path) -> Path:
