@@ -33,5 +33,7 @@ def test_labels_stay_at_their_markers_and_off_every_other_marker():
         assert np.hypot(*(np.array([box.x0 + box.x1, box.y0 + box.y1]) / 2 - own)) < box.width / 2 + 80
         others = [p for p in marker_px if np.hypot(*(p - own)) > 1.0]
         assert not any(box.x0 <= px <= box.x1 and box.y0 <= py <= box.y1 for px, py in others), label.get_text()
+        gap = lambda p: np.hypot(max(box.x0 - p[0], 0, p[0] - box.x1), max(box.y0 - p[1], 0, p[1] - box.y1))  # noqa: E731
+        assert all(gap(own) < gap(p) for p in others), label.get_text()  # no other marker is nearer than its own
         assert label.get_zorder() > 4  # above every marker
     plt.close(fig)
