@@ -27,6 +27,7 @@ import gzip
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +50,10 @@ LLMROUTER_SOURCE = "ulab-uiuc/LLMRouter @ 4e7a7969, data/dcrouter_preprocessed/ 
 
 # The nine scored models (LLMRouter ids); parameters from their model cards. ML.ENERGY
 # measured four of them (codegemma-7b on its code task) and the architecture of the two ChatQA
-# models (Llama-3 8B / 70B); the rest use the energy law. Serving: LLMRouter's
-# example_data/llm_candidates/default_llm.json names NVIDIA's API ("service": "NVIDIA") for all nine
-# but no precision or GPU count, so each is priced as its bf16 checkpoint.
-LLMROUTER_MODELS: dict[str, ModelSpec] = {
+# models (Llama-3 8B / 70B); the rest use the energy law. Serving as LLMRouter states it (NVIDIA_API).
+NVIDIA_API = ("answered through NVIDIA's API (LLMRouter example_data/llm_candidates/default_llm.json: service "
+              "'NVIDIA'); precision and GPUs not stated: priced as the bf16 checkpoint")
+LLMROUTER_MODELS: dict[str, ModelSpec] = {name: replace(spec, serving_note=NVIDIA_API) for name, spec in {
     "qwen2.5-7b-instruct": ModelSpec("Qwen/Qwen2.5-7B-Instruct", "qwen2.5", 7.62),
     "llama-3.1-8b-instruct": ModelSpec("meta-llama/Llama-3.1-8B-Instruct", "llama3.1", 8.03,
                                        mlenergy_id="meta-llama/Meta-Llama-3.1-8B-Instruct"),
@@ -66,7 +67,7 @@ LLMROUTER_MODELS: dict[str, ModelSpec] = {
                                        same_architecture_as="meta-llama/Meta-Llama-3.1-70B-Instruct"),
     "llama-3.1-nemotron-51b-instruct": ModelSpec("nvidia/Llama-3_1-Nemotron-51B-Instruct", "nemotron", 51.5),
     "llama-3.3-nemotron-super-49b-v1": ModelSpec("nvidia/Llama-3_3-Nemotron-Super-49B-v1", "nemotron", 49.9),
-}
+}.items()}
 
 # Assumed output tokens per answer, by LLMRouter task (the same for every model).
 OUTPUT_TOKENS_BY_TASK: dict[str, int] = {
