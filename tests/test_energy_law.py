@@ -103,3 +103,17 @@ def test_repricing_a_build_changes_only_energy_and_matches_its_alternatives(data
     assert sum(n.startswith("energy model 'law'") for n in law.card.notes) == 1
     assert not any(n.startswith("energy model 'batched'") for n in law.card.notes)
     assert set(law.models["serving"].iloc[0]) >= {"precision", "serving_note", "energy_alternatives", "output_tokens"}
+
+
+def test_a_build_under_the_law_prices_every_model_by_it_and_records_the_alternatives(data_dir):
+    from routing_gym.sources.zeroeval import build_zeroeval_tournament
+
+    t, report = build_zeroeval_tournament(data_dir, ["gemma-2-2b-it", "Phi-3.5-mini-instruct"], benchmarks=("gsm8k",),
+                                          limit=4, processes=1, disable_progress=True, energy_model="law")
+    assert t.card.name == report.name == "zeroeval-math-law" and t.card.extra["energy_model"] == "law"
+    serving = list(t.models["serving"])
+    assert [s["energy_method"] for s in serving] == ["energy-law", "energy-law"]
+    assert [s["precision"] for s in serving] == ["bf16", "bf16"]
+    assert set(serving[1]["energy_alternatives"]) == {"batched", "law", "params", "batch1"}
+    assert serving[1]["energy_alternatives"]["batched"]["method"] == "measured-same-architecture"
+    assert t.card.extra["energy_fit"]["energy_law_version"] >= 2
