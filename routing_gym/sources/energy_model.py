@@ -1,13 +1,25 @@
 """Energy models of the derived real-data tournaments: where per-token joules come from.
 
+One file (past 600 lines) because every energy model shares its readers (ML.ENERGY runs),
+:class:`ModelSpec`, :class:`EnergyProfile`, the prefill law and the card conventions, and the
+builders import all of them from one place; the decode law itself is ``energy_law.py``.
+
 A derived tournament (``zeroeval-math``, ``llmrouter``) prices every logged answer as
 ``output_tokens x J per output token + input_tokens x prefill J per input token`` with one
 :class:`EnergyProfile` per model. The *energy model* says where
 those coefficients come from; ``routing-gym data build ... --energy-model NAME`` picks it:
 
 ``batched`` (default)
-    ML.ENERGY v2's H100 figures at max batch size 128 (:func:`batched_profiles`).
-    A request's share of a busy vLLM server: a few watts per request.
+    ML.ENERGY v2's H100 figures at max batch size 128 (:func:`batched_profiles`) of the same
+    model or of one with an identical architecture (``ModelSpec.same_architecture_as``), scaled by
+    the energy law's ratio when served at another precision or on other GPUs; every other model
+    by the energy law (``energy_law.py``: GPUs and size, validated leave-one-out). A request's
+    share of a busy vLLM server: a few watts per request.
+``law``
+    The energy law for every model, measured or not: one method for all.
+``params``
+    The method before the law: the same model's measurement, else a power law in the parameter
+    count alone (kept so that ``eval/robustness.py`` shows which verdicts depended on it).
 ``batch1``
     One request at a time on the model's own GPUs, as the reference paper measured (Ollama,
     batch 1). From the same ML.ENERGY runs: for each model, time per output token (TPOT) and
