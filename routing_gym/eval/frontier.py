@@ -568,6 +568,7 @@ def plot_frontier(result: FrontierResult, path: str | Path) -> Path:
     joules = [p[0] for p in points]
     if min(joules) > 0 and max(joules) / min(joules) > 20:
         ax.set_xscale("log")  # fixed models span orders of magnitude in joules
+        ax.set_xlim(min(joules) / 1.4, max(joules) * 1.4)  # room for the outermost labels
     s = result.settings()
     ax.set_xlabel(f"mean answer energy per test query (J, {s['tournament']['provenance']})")
     ax.set_ylabel("accuracy on test queries (%)")

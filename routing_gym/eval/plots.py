@@ -124,13 +124,20 @@ def _label_fixed_models(ax, fixed: list[dict[str, Any]], points: list[tuple[floa
     marker or earlier label and lies clearly nearer its own marker than any other (a greedy search in
     display pixels; a long name may wrap onto two lines; a leader line once it is moved away),
     drawn above every marker on a light box so no marker can hide it."""
+    from matplotlib.font_manager import FontProperties
+
     ax.autoscale_view()
     ax.figure.tight_layout()  # final axes geometry first: placements are measured in pixels
     frame = ax.get_window_extent()
     to_px = ax.transData.transform
     px_per_pt = ax.figure.dpi / 72
     markers = to_px(np.array(points)) if points else np.zeros((0, 2))
-    char_w, line_h = 0.55 * 7 * px_per_pt, 7 * px_per_pt  # fontsize 7
+    renderer, font = ax.figure.canvas.get_renderer(), FontProperties(size=7)
+    line_h = 7 * px_per_pt * 1.15
+
+    def width(line: str) -> float:  # measured by the renderer that draws it, in pixels
+        return renderer.get_text_width_height_descent(line, font, ismath=False)[0] + 2 * px_per_pt
+
     reach = 7 * px_per_pt  # a marker's half-width plus a margin
     placed: list[tuple[float, float, float, float]] = []
     for r in sorted(fixed, key=lambda r: r["mean_energy_j"]):
@@ -140,7 +147,7 @@ def _label_fixed_models(ax, fixed: list[dict[str, Any]], points: list[tuple[floa
         best = None
         for text in dict.fromkeys([name, _wrap(name)]):
             lines = text.split("\n")
-            w, h = char_w * max(map(len, lines)), line_h * len(lines)
+            w, h = max(map(width, lines)), line_h * len(lines)
             for rank, (distance, (dx, dy)) in enumerate((d, v) for d in _DISTANCES for v in _DIRECTIONS):
                 off = distance * px_per_pt
                 x0 = x + off if dx > 0 else x - off - w if dx < 0 else x - w / 2
