@@ -54,13 +54,16 @@ def _ray_cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "ray.scripts.scripts", *args]
 
 
-def _processes_mentioning(text: str) -> list[int]:
+def _processes_of(base: Path) -> list[int]:
+    """Processes whose command line or environment (HOME) names ``base``: every process of a head
+    started there, including the agents and workers that rename themselves ``ray::...``."""
     pids = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and text.encode() in (entry / "cmdline").read_bytes():
+            if entry.name.isdigit() and any(str(base).encode() in (entry / name).read_bytes()
+                                            for name in ("cmdline", "environ")):
                 pids.append(int(entry.name))
-        except OSError:  # the process ended while we looked
+        except OSError:  # the process ended while we looked, or is not ours to read
             continue
     return pids
 
@@ -95,7 +98,7 @@ class Head:
 
     def stop(self) -> None:
         """SIGTERM to this head's ``ray start`` (it stops its own processes), then SIGKILL to
-        anything still running from this head's temp dir."""
+        anything of this head's still running."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -103,7 +106,7 @@ class Head:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
-        for pid in _processes_mentioning(str(self.temp_dir)):
+        for pid in _processes_of(self.base):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -121,7 +124,8 @@ def head():
     finally:
         started.stop()
         shutil.rmtree(base, ignore_errors=True)
-    assert not _processes_mentioning(str(started.temp_dir)), "the head left processes running"
+    time.sleep(1)  # SIGKILLed processes leave the process table
+    assert not _processes_of(base), "the head left processes running"
 
 
 @pytest.fixture(scope="module")

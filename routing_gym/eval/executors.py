@@ -48,8 +48,7 @@ RAY_QUIET_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_USAGE_STATS_PROMPT_ENABLED
 AUTH_MODE_VARIABLE = "RAY_AUTH_MODE"  # token | disabled; Ray's name
 RAY_CONNECT_TIMEOUT_S = 5.0  # a head that does not accept a TCP connection in this time is not there
 SCALING_DOCS = "docs/scaling.md, 'Starting a cluster'"
-TOKEN_FIX = ("copy the head's ~/.ray/auth_token to ~/.ray/auth_token here (or set RAY_AUTH_TOKEN_PATH to a copy) "
-             "and export RAY_AUTH_MODE=token")
+TOKEN_COPY = "copy the head's ~/.ray/auth_token to ~/.ray/auth_token here (or set RAY_AUTH_TOKEN_PATH to a copy)"
 
 
 @dataclass(frozen=True)
@@ -354,7 +353,7 @@ def _check_ray_head(address: str) -> None:
         _set_ray_auth_mode(mode := "token")
     if mode == "token" and not token:
         raise RayConnectionError(f"RAY_AUTH_MODE=token but this machine has no Ray authentication token: "
-                                 f"{TOKEN_FIX} ({SCALING_DOCS})")
+                                 f"{TOKEN_COPY} ({SCALING_DOCS})")
     try:
         with _native_stderr_silenced():
             ray._raylet.GcsClient(address=address)  # what `ray status` opens first; refused at once without the token
@@ -365,7 +364,8 @@ def _check_ray_head(address: str) -> None:
                                      f"token from {token} ({SCALING_DOCS})") from None
         if mode != "token":
             raise RayConnectionError(f"the Ray cluster at {address} requires its authentication token and this "
-                                     f"machine has none: {TOKEN_FIX} ({SCALING_DOCS})") from None
+                                     f"machine has none: {TOKEN_COPY} and export RAY_AUTH_MODE=token "
+                                     f"({SCALING_DOCS})") from None
         raise RayConnectionError(
             f"the Ray cluster at {address} refused the authentication token from {token}: it is not the head's; "
             f"`ray get-auth-token` on the head prints the right one ({SCALING_DOCS})") from None
