@@ -18,6 +18,18 @@ queried values ``[...]``, so one call evaluates a hull per bootstrap resample (`
 points, ``[B]`` queries). The hull value is computed from all K^2 pairs of points (in two
 dimensions every point of a convex hull's boundary mixes at most two points), which needs
 no per-resample hull construction and stays vectorized.
+
+**The task-aware hull: does a router read the question, or only its benchmark?** A router
+that sees only the benchmark label can still beat the fixed-model hull by sending each
+benchmark to its own model. The yardstick for that: for every trade-off lambda >= 0, per
+benchmark the model maximising accuracy - lambda x joules *on the training split*
+(``task_routing``; the distinct choices are enumerated exactly, one per interval between the
+per-benchmark hulls' slopes), evaluated on test; with the fixed models, their random mixes'
+upper hull is the **task-aware hull** (so it never lies below the fixed-model hull and equals
+it when there is one benchmark):
+
+- **content gain** = accuracy - task-aware hull accuracy at the method's mean joules (pp): what
+  the method gains from reading the question beyond its benchmark label.
 """
 
 from __future__ import annotations
@@ -197,3 +209,88 @@ def mean_gain_over_range(
     gap = hull_accuracy_at(cx[..., None, :], cy[..., None, :], grid) - hull_accuracy_at(xs[..., None, :], ys[..., None, :], grid)
     area = ((gap[..., 1:] + gap[..., :-1]) / 2).mean(axis=-1)
     return np.where(high > low, area, np.nan)
+
+
+# ---------------------------------------------------------------------- the task-aware hull
+def benchmark_means(values: np.ndarray, codes: np.ndarray, n_benchmarks: int) -> np.ndarray:
+    """``[n_benchmarks, K]`` per-benchmark means of per-query ``[n, K]`` values; a benchmark with
+    no rows gets the mean over all rows (a router meeting a benchmark it never trained on)."""
+    values = np.asarray(values, dtype=np.float64)
+    codes = np.asarray(codes, dtype=np.int64)
+    if values.ndim != 2 or len(values) != len(codes) or len(codes) == 0:
+        raise ValueError(f"benchmark_means needs [n, K] values and n >= 1 codes, got {values.shape} and {codes.shape}")
+    if codes.min() < 0 or codes.max() >= n_benchmarks:
+        raise ValueError(f"benchmark codes must lie in [0, {n_benchmarks}), got {codes.min()}..{codes.max()}")
+    sums = np.zeros((n_benchmarks, values.shape[1]))
+    np.add.at(sums, codes, values)
+    counts = np.bincount(codes, minlength=n_benchmarks)[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / counts, values.mean(axis=0))
+
+
+def best_per_benchmark(score: np.ndarray, joules: np.ndarray) -> np.ndarray:
+    """``[B]`` model index maximising ``score`` per benchmark (``[B, K]``), the cheapest
+    (``joules``) among ties, then the lowest index."""
+    score = np.asarray(score, dtype=np.float64)
+    best = score.max(axis=-1, keepdims=True)
+    tied = score >= best - 1e-12 * np.maximum(1.0, np.abs(best))
+    return np.where(tied, np.asarray(joules, dtype=np.float64), np.inf).argmin(axis=-1)
+
+
+@dataclass(frozen=True)
+class TaskRouting:
+    """The routes a benchmark-label-only router takes along the trade-off lambda: row ``p`` of
+    ``choices`` is the model of each benchmark (``[P, n_benchmarks]``), optimal on the training
+    split for every lambda in ``[lambda_low[p], lambda_high[p]]`` (accuracy per joule; the last
+    interval is unbounded). Ordered from lambda = 0 (the most accurate) to the cheapest."""
+
+    choices: np.ndarray
+    lambda_low: np.ndarray
+    lambda_high: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.choices)
+
+    def per_query(self, values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """``[n, P]``: each query's value (``[n, K]``, e.g. test correctness) under each route."""
+        values = np.asarray(values)
+        return np.take_along_axis(values, self.choices[:, np.asarray(codes, dtype=np.int64)].T, axis=1)
+
+
+def task_routing(correct: np.ndarray, energy_j: np.ndarray, codes: np.ndarray, n_benchmarks: int) -> TaskRouting:
+    """Every distinct per-benchmark choice of ``argmax_m accuracy_b(m) - lambda x J_b(m)`` over
+    lambda >= 0, from training outcomes (``[n, K]``) and benchmark codes (``[n]``).
+
+    Each benchmark's optimum moves along its own (J, accuracy) hull and changes only at the
+    slopes between consecutive vertices, so one lambda inside each interval between the sorted
+    slopes (and one beyond the largest) gives every choice exactly once; ties go to the
+    cheaper model, as ``best_per_benchmark`` breaks them for the ``per-benchmark`` agent."""
+    acc, joules = benchmark_means(correct, codes, n_benchmarks), benchmark_means(energy_j, codes, n_benchmarks)
+    slopes = []
+    for b in range(n_benchmarks):
+        hull = fixed_model_hull(joules[b], acc[b])
+        slopes += (np.diff(hull.accuracy) / np.diff(hull.energy_j)).tolist()
+    edges = np.unique(slopes)  # lambdas at which some benchmark switches, ascending
+    bounds = np.concatenate([[0.0], edges, [np.inf]])
+    probes = np.concatenate([[0.0], (edges[:-1] + edges[1:]) / 2, edges[-1:] * 2])
+    choices = np.stack([best_per_benchmark(acc - lam * joules, joules) for lam in probes])
+    return TaskRouting(choices=choices, lambda_low=bounds[:-1], lambda_high=bounds[1:])
+
+
+def task_aware_points(
+    fixed_energy_j: np.ndarray, fixed_accuracy: np.ndarray, task_energy_j: np.ndarray, task_accuracy: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The points the task-aware hull mixes: the fixed models (``[..., K]``), then the task
+    routes (``[..., P]``), as ``[..., K + P]`` joules and accuracy."""
+    return (np.concatenate([np.asarray(fixed_energy_j, float), np.asarray(task_energy_j, float)], axis=-1),
+            np.concatenate([np.asarray(fixed_accuracy, float), np.asarray(task_accuracy, float)], axis=-1))
+
+
+def content_gain(
+    fixed_energy_j: np.ndarray, fixed_accuracy: np.ndarray, task_energy_j: np.ndarray, task_accuracy: np.ndarray,
+    method_energy_j: np.ndarray, method_accuracy: np.ndarray,
+) -> np.ndarray:
+    """Method accuracy minus the task-aware hull's accuracy at the method's mean joules (a
+    fraction). Broadcasts: fixed ``[..., K]``, task routes ``[..., P]``, method ``[...]``."""
+    joules, acc = task_aware_points(fixed_energy_j, fixed_accuracy, task_energy_j, task_accuracy)
+    return routing_gain(joules, acc, method_energy_j, method_accuracy)
