@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make_tournament, two_skill_tournament
+from conftest import text_skill_tournament, two_skill_tournament
 from test_bandits import COEF
 
 from routing_gym.envs import Reward
@@ -131,14 +131,7 @@ def test_a_per_benchmark_router_routes_but_has_no_content_gain():
 def test_a_router_reading_a_feature_that_predicts_correctness_within_a_benchmark_has_content_gain():
     # Within each benchmark, half the questions say "arith" and half "trivia": the skill that
     # decides which model is right is in the text, not in the benchmark label.
-    t = two_skill_tournament(n=1200, n_benchmarks=2)
-    skill = t.benchmark_codes % 2
-    mixed = t.queries.copy()
-    mixed["benchmark"] = np.where(np.arange(t.n_queries) % 4 < 2, "set-a", "set-b")
-    mixed["prompt"] = [f"{'arith' if s == 0 else 'trivia'} question number {i}" for i, s in enumerate(skill)]
-    from dataclasses import replace
-
-    t = replace(t, queries=mixed)
+    t = text_skill_tournament()
     kw_actions = np.where(["arith" in text for text in t.queries["prompt"].to_numpy()[t.split_rows("test")]], 0, 1)
     point, low, high, routing = _resampled_gains(t, kw_actions)
     assert low > 0.2 and point > 0.3 and routing >= point - 1e-12

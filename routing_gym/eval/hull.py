@@ -35,6 +35,7 @@ it when there is one benchmark):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,11 @@ CHEAPER_THAN_HULL = "cheaper than every fixed model: compared with the cheapest 
 COSTLIER_THAN_HULL = "beyond the most accurate fixed model: compared with it"
 LESS_ACCURATE_THAN_HULL = "less accurate than the cheapest fixed model: compared with it"
 MORE_ACCURATE_THAN_HULL = "more accurate than every fixed model: compared with the most accurate"
+TASK_ROUTE_PREFIX = "per-benchmark #"  # the task-aware hull's routes in outputs
+TASK_HULL_RULE = ("upper hull of random mixes of the fixed models and of the per-benchmark routes: for every trade-off "
+                  "lambda, each benchmark to the model maximising accuracy - lambda x J on the training split, evaluated "
+                  "on test; content gain = accuracy - task-aware hull accuracy at the method's mean J (pp), what the "
+                  "method gains from reading the question beyond its benchmark label")
 
 
 def _points(energy_j: np.ndarray, accuracy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -255,6 +261,16 @@ class TaskRouting:
         """``[n, P]``: each query's value (``[n, K]``, e.g. test correctness) under each route."""
         values = np.asarray(values)
         return np.take_along_axis(values, self.choices[:, np.asarray(codes, dtype=np.int64)].T, axis=1)
+
+    def labels(self) -> list[str]:
+        """``per-benchmark #p``, the name of each route in outputs (``p`` counts from lambda = 0)."""
+        return [f"{TASK_ROUTE_PREFIX}{p}" for p in range(len(self))]
+
+    def describe(self, benchmarks: list[str], model_ids: list[str]) -> list[dict[str, Any]]:
+        """Each route as a JSON-ready record: its label, lambda interval and model per benchmark."""
+        return [{"route": label, "lambda_low": float(low), "lambda_high": float(high),
+                 "models": {b: model_ids[m] for b, m in zip(benchmarks, choice)}}
+                for label, low, high, choice in zip(self.labels(), self.lambda_low, self.lambda_high, self.choices)]
 
 
 def task_routing(correct: np.ndarray, energy_j: np.ndarray, codes: np.ndarray, n_benchmarks: int) -> TaskRouting:
