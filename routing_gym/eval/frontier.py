@@ -58,8 +58,6 @@ KnobTarget = Literal["act", "fit", "reward"]
 KNOB_TARGETS = ("act", "fit", "reward")
 DEFAULT_FRONTIER_AGENTS = ("cost-aware", "knn", "uniroute", "linucb", "per-benchmark")
 MIN_BOOTSTRAP = 10
-_GAIN_GRID = 256  # joule grid of the mean gain (hull.mean_gain_over_range's default)
-_GAIN_CHUNK_CELLS = 4_000_000  # resamples x grid x K x K cells per chunk of the resampled mean gain
 
 
 @dataclass(frozen=True)
@@ -448,24 +446,12 @@ def _mean_gain(tag: str, points_j: np.ndarray, points_acc: np.ndarray, boot_j: n
         out[f"{tag}note"] = ("the curve and the hull's points share no joule range (a single point, or every point outside "
                              "their range): no area")
         return out
-    boot_mean = 100 * _resampled_mean_gain(boot_j, boot_acc, boot_curve[:, :, 1], boot_curve[:, :, 0])
+    boot_mean = 100 * fixed_hull.mean_gain_over_range(boot_j, boot_acc, boot_curve[:, :, 1], boot_curve[:, :, 0])
     finite = boot_mean[np.isfinite(boot_mean)]  # a resample where the ranges stop overlapping has no area
     low, high = percentile_interval(finite, confidence) if len(finite) else (math.nan, math.nan)
     out.update({f"mean_{tag}gain_pp_ci_low": float(low), f"mean_{tag}gain_pp_ci_high": float(high),
                 f"{tag}resamples_without_overlap": int(len(boot_mean) - len(finite))})
     return out
-
-
-def _resampled_mean_gain(fixed_j: np.ndarray, fixed_acc: np.ndarray, curve_j: np.ndarray, curve_acc: np.ndarray) -> np.ndarray:
-    """``mean_gain_over_range`` per resample, in chunks of resamples: one call holds
-    ``[B, grid, K, K]`` arrays (2.5 GB peak for 1,000 resamples of 16 models in one piece)."""
-    width = max(fixed_j.shape[-1], curve_j.shape[-1])
-    chunk = max(1, _GAIN_CHUNK_CELLS // (_GAIN_GRID * width * width))
-    return np.concatenate([
-        fixed_hull.mean_gain_over_range(fixed_j[i:i + chunk], fixed_acc[i:i + chunk], curve_j[i:i + chunk],
-                                        curve_acc[i:i + chunk], n_grid=_GAIN_GRID)
-        for i in range(0, len(fixed_j), chunk)
-    ])
 
 
 def _dominated(config: FrontierConfig, key: str, names: list[str], targets: np.ndarray, boot_targets: np.ndarray,

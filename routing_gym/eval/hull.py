@@ -15,9 +15,9 @@ used instead and the result is labelled (``HullPosition``).
 
 Every function broadcasts over leading batch axes: points have shape ``[..., K]`` and the
 queried values ``[...]``, so one call evaluates a hull per bootstrap resample (``[B, K]``
-points, ``[B]`` queries). The hull value is computed from all K^2 pairs of points (in two
-dimensions every point of a convex hull's boundary mixes at most two points), which needs
-no per-resample hull construction and stays vectorized.
+points, ``[B]`` queries). The vertices of every point set are found by one monotone chain run
+over all sets at once (``_vertex_chain``: a loop over the K points, each step an array operation
+over the sets), and a hull value is a linear interpolation between two vertices.
 
 **The task-aware hull: does a router read the question, or only its benchmark?** A router
 that sees only the benchmark label can still beat the fixed-model hull by sending each
@@ -69,17 +69,9 @@ def hull_accuracy_at(energy_j: np.ndarray, accuracy: np.ndarray, joules: np.ndar
     point (no mix is that cheap) the cheapest point's accuracy is returned (the nearest end
     point; among equally cheap points the most accurate).
     """
-    xs, ys = _points(energy_j, accuracy)
-    x = np.asarray(joules, dtype=np.float64)[..., None, None]
-    xi, yi = xs[..., :, None], ys[..., :, None]  # the cheaper end of a pair (axis -2)
-    xj, yj = xs[..., None, :], ys[..., None, :]  # the other end (axis -1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # Mixing i with a costlier j until the budget x is spent (or all on j once x >= xj).
-        t = np.clip((x - xi) / (xj - xi), 0.0, 1.0)
-        mixed = np.where(xj > xi, yi + t * (yj - yi), yi)
-    value = np.where(xi <= x, np.maximum(mixed, yi), -np.inf).max(axis=(-2, -1))
-    cheapest = np.take_along_axis(ys, _cheapest(xs, ys)[..., None], axis=-1)[..., 0]
-    return np.where(np.isfinite(value), value, cheapest)
+    vx, vy, _, n = _vertex_chain(*_points(energy_j, accuracy))
+    x = np.asarray(joules, dtype=np.float64)
+    return _interpolate(vx, vy, n, x, (vx <= x[..., None]).sum(axis=-1))
 
 
 def hull_joules_at(energy_j: np.ndarray, accuracy: np.ndarray, target_accuracy: np.ndarray) -> np.ndarray:
@@ -88,28 +80,62 @@ def hull_joules_at(energy_j: np.ndarray, accuracy: np.ndarray, target_accuracy: 
     Above the most accurate point (no mix gets there) its joules are returned (the nearest
     end point; among equally accurate points the cheapest).
     """
-    xs, ys = _points(energy_j, accuracy)
-    a = np.asarray(target_accuracy, dtype=np.float64)[..., None, None]
-    xi, yi = xs[..., :, None], ys[..., :, None]  # the less accurate end of a pair
-    xj, yj = xs[..., None, :], ys[..., None, :]
+    vx, vy, _, n = _vertex_chain(*_points(energy_j, accuracy))
+    a = np.asarray(target_accuracy, dtype=np.float64)
+    return _interpolate(vy, vx, n, a, (vy < a[..., None]).sum(axis=-1))
+
+
+def _interpolate(along: np.ndarray, values: np.ndarray, n: np.ndarray, at: np.ndarray, above: np.ndarray) -> np.ndarray:
+    """``values`` between the two vertices around ``at`` on the ``along`` axis (``above``: how
+    many vertices lie below ``at``), clamped to the first and last vertex; broadcasts the
+    vertices ``[..., K]`` against ``at`` ``[...]``."""
+    shape = np.broadcast_shapes(along.shape[:-1], at.shape)
+    along, values = (np.broadcast_to(v, shape + along.shape[-1:]) for v in (along, values))
+    last = np.broadcast_to(n, shape) - 1
+    low, high = np.clip(above - 1, 0, last)[..., None], np.minimum(above, last)[..., None]
+    a0, a1 = np.take_along_axis(along, low, -1)[..., 0], np.take_along_axis(along, high, -1)[..., 0]
+    v0, v1 = np.take_along_axis(values, low, -1)[..., 0], np.take_along_axis(values, high, -1)[..., 0]
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.clip((a - yi) / (yj - yi), 0.0, 1.0)
-        mixed = np.where(yj > yi, xi + t * (xj - xi), xi)
-    # A pair reaches a if its better end does; if i alone reaches it, i alone is a candidate.
-    reach = np.where(yi >= a, xi, np.where(yj >= a, mixed, np.inf))
-    value = reach.min(axis=(-2, -1))
-    best = np.take_along_axis(xs, _most_accurate(xs, ys)[..., None], axis=-1)[..., 0]
-    return np.where(np.isfinite(value), value, best)
+        share = np.where(a1 > a0, (at - a0) / (a1 - a0), 0.0)
+    return v0 + share * (v1 - v0)
 
 
-def _cheapest(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """Index of the cheapest point, the most accurate among ties (``[...]``)."""
-    return np.lexsort((-ys, xs), axis=-1)[..., 0]
+def _vertex_chain(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Vertices of the upper, non-decreasing concave hull of every ``[..., K]`` point set, from
+    the cheapest point (the most accurate among equally cheap ones) to the most accurate (the
+    cheapest among equally accurate ones): joules, accuracy and input index ``[..., K]`` (slots
+    past a set's vertex count hold +inf, +inf, 0) and the vertex count ``[...]``.
 
-
-def _most_accurate(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """Index of the most accurate point, the cheapest among ties (``[...]``)."""
-    return np.lexsort((xs, -ys), axis=-1)[..., 0]
+    Andrew's monotone chain over the points by joules (ties: most accurate first), run on all
+    sets at once: a point no more accurate than the last vertex, or as cheap, is skipped (it
+    is dominated or a duplicate); otherwise vertices on or below the segment from their
+    predecessor to it are popped, and it is appended."""
+    batch, k = xs.shape[:-1], xs.shape[-1]
+    order = np.lexsort((-ys.reshape(-1, k), xs.reshape(-1, k)), axis=-1)
+    xs, ys = np.take_along_axis(xs.reshape(-1, k), order, -1), np.take_along_axis(ys.reshape(-1, k), order, -1)
+    sets = np.arange(len(xs))
+    vx, vy, vi = np.full(xs.shape, np.inf), np.full(xs.shape, np.inf), np.zeros(xs.shape, dtype=np.int64)
+    n = np.zeros(len(xs), dtype=np.int64)
+    with np.errstate(invalid="ignore"):  # inf - inf in sets that are not popping
+        for i in range(k):
+            x, y = xs[:, i], ys[:, i]
+            top = np.maximum(n - 1, 0)
+            take = (n == 0) | ((x > vx[sets, top]) & (y > vy[sets, top]))
+            while True:
+                pop = take & (n >= 2)
+                if pop.any():
+                    o, m = np.maximum(n - 2, 0), np.maximum(n - 1, 0)
+                    cross = (vx[sets, m] - vx[sets, o]) * (y - vy[sets, o]) - (vy[sets, m] - vy[sets, o]) * (x - vx[sets, o])
+                    pop &= cross >= 0
+                if not pop.any():
+                    break
+                n = n - pop
+            at = n[take]
+            vx[sets[take], at], vy[sets[take], at], vi[sets[take], at] = x[take], y[take], order[take, i]
+            n = n + take
+    stale = np.arange(k) >= n[:, None]  # slots of popped vertices
+    vx[stale], vy[stale], vi[stale] = np.inf, np.inf, 0
+    return vx.reshape(*batch, k), vy.reshape(*batch, k), vi.reshape(*batch, k), n.reshape(batch)
 
 
 @dataclass(frozen=True)
@@ -154,25 +180,8 @@ def fixed_model_hull(energy_j: np.ndarray, accuracy: np.ndarray) -> Hull:
     xs, ys = _points(energy_j, accuracy)
     if xs.ndim != 1:
         raise ValueError(f"fixed_model_hull takes one set of [K] points, got shape {xs.shape}")
-    start, stop = int(_cheapest(xs, ys)), int(_most_accurate(xs, ys))
-    # Candidates: from the cheapest point to the most accurate one, by joules then accuracy.
-    keep = [i for i in np.lexsort((-ys, xs)) if xs[start] <= xs[i] <= xs[stop] and ys[i] >= ys[start]]
-    chain: list[int] = []
-    for i in keep:
-        if chain and xs[i] == xs[chain[-1]]:
-            continue  # equally cheap and (by the sort) no more accurate
-        # Pop the last vertex while it lies on or below the segment from its predecessor to i.
-        while len(chain) >= 2:
-            o, m = chain[-2], chain[-1]
-            cross = (xs[m] - xs[o]) * (ys[i] - ys[o]) - (ys[m] - ys[o]) * (xs[i] - xs[o])
-            if cross < 0:
-                break
-            chain.pop()
-        if chain and ys[i] <= ys[chain[-1]]:
-            continue  # no more accurate than a cheaper vertex: dominated
-        chain.append(i)
-    index = np.array(chain, dtype=np.int64)
-    return Hull(energy_j=xs[index], accuracy=ys[index], vertex_index=index)
+    vx, vy, vi, n = _vertex_chain(xs, ys)
+    return Hull(energy_j=vx[:n], accuracy=vy[:n], vertex_index=vi[:n])
 
 
 def routing_gain(
