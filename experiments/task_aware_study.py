@@ -28,6 +28,7 @@ from typing import Any
 
 from routing_gym.eval.compare import CompareConfig, run_compare, write_outputs
 from routing_gym.eval.frontier import FrontierConfig, run_frontier, write_frontier_outputs
+from routing_gym.eval.hull import content_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "experiments" / "results"
@@ -72,14 +73,9 @@ def _ci(row: dict[str, Any], key: str) -> str:
 
 
 def verdict(row: dict[str, Any]) -> str:
-    """The gain section's words for one row (compare's own rule: intervals above / below 0)."""
-    if row.get("content_gain_pp_ci_low", -math.inf) > 0:
-        return "routes beyond the task label"
-    if row.get("routing_gain_pp_ci_low", -math.inf) > 0:
-        return "task routing only"
-    if row.get("content_gain_pp_ci_high", math.inf) < 0:
-        return "below the task-aware hull"
-    return "no gain beyond mixing"
+    """The gain section's words for one row."""
+    return content_verdict(*(row.get(k, math.nan) for k in ("routing_gain_pp_ci_low", "content_gain_pp_ci_low",
+                                                            "content_gain_pp_ci_high")))
 
 
 def summarise(names: list[str]) -> None:

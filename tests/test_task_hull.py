@@ -141,3 +141,31 @@ def test_a_router_reading_a_feature_that_predicts_correctness_within_a_benchmark
     # and the per-benchmark router, which cannot see it, gains nothing on this tournament
     point, low, high, _ = _resampled_gains(t, _route("per-benchmark", t))
     assert low <= 0 <= high + 1e-12
+
+
+def test_compare_reports_content_gain_and_says_when_the_benchmark_label_explains_a_gain(tmp_path):
+    from routing_gym.eval.compare import CompareConfig, resolve_agent_names, run_compare, write_outputs
+
+    assert "per-benchmark" in resolve_agent_names(None)
+    config = CompareConfig(tournament=two_skill_tournament(n=900, n_benchmarks=4), agents=["per-benchmark", "knn"], seeds=1,
+                           n_bootstrap=300, progress=False)
+    result = run_compare(config)
+    row = result.row("per-benchmark")
+    assert row["routing_gain_pp_ci_low"] > 10  # far above mixing fixed models ...
+    assert row["content_gain_pp_ci_low"] <= 0 <= row["content_gain_pp_ci_high"] and abs(row["content_gain_pp"]) < 1  # ... by the label alone
+    fixed = [r for r in result.rows if r["kind"] == "fixed-model"]
+    assert all(r["content_gain_pp"] <= r["routing_gain_pp"] + 1e-9 for r in fixed)
+    task_hull = result.pareto["task_hull"]
+    assert any(v.startswith(H.TASK_ROUTE_PREFIX) for v in task_hull["vertices"]) and task_hull["routes"]
+    paths = write_outputs(result, tmp_path / "label")
+    table = paths["table.md"].read_text()
+    assert "Content gain pp [95% CI]" in table
+    assert "- task routing only" in table and "per-benchmark's routing gain" in table and "explained by the benchmark label" in table
+    assert "content_gain_pp_ci_low" in paths["summary.csv"].read_text().splitlines()[0]
+    assert "task_hull" in paths["results.json"].read_text()
+
+    result = run_compare(CompareConfig(tournament=text_skill_tournament(n=900), agents=["per-benchmark", "knn"], seeds=1,
+                                       n_bootstrap=300, progress=False))
+    assert result.row("knn")["content_gain_pp_ci_low"] > 10
+    table = write_outputs(result, tmp_path / "text", plots=False)["table.md"].read_text()
+    assert "- routes beyond the task label (content gain 95% CI above 0): knn" in table

@@ -381,20 +381,23 @@ def _analyse(config: FrontierConfig, t: Tournament, test_rows: np.ndarray,
     routes = fixed_hull.task_routing(t.correct[train_rows], t.energy_j[train_rows], t.benchmark_codes[train_rows],
                                      len(t.benchmarks))
     codes, n_routes = t.benchmark_codes[test_rows], len(routes)
-    route_acc, route_j = routes.per_query(correct, codes), routes.per_query(energy, codes)
+    route_correct, route_energy = routes.per_query(correct, codes), routes.per_query(energy, codes)
+    route_acc, route_j = route_correct.mean(axis=0), route_energy.mean(axis=0)
     ok = [c for c in curves if not c.error and c.selected]
-    blocks = [correct, energy, route_acc, route_j] + [np.stack([p.per_query["correct"], p.per_query["energy_j"]], axis=1)
+    blocks = [correct, energy, route_correct, route_energy] + [np.stack([p.per_query["correct"], p.per_query["energy_j"]], axis=1)
                                                       for c in ok for p in c.selected]
     boot = BootstrapPlan(len(test_rows), config.n_bootstrap, config.bootstrap_seed).means(np.concatenate(blocks, axis=1))
     boot_acc, boot_j = boot[:, :k], boot[:, k:2 * k]
     boot_route_acc, boot_route_j = boot[:, 2 * k:2 * k + n_routes], boot[:, 2 * k + n_routes:2 * (k + n_routes)]
     # Each yardstick: its points on test and per resample (J, accuracy), and its hull.
-    task_j, task_acc = fixed_hull.task_aware_points(fixed_j, fixed_acc, route_j.mean(axis=0), route_acc.mean(axis=0))
+    task_hull, task_record = fixed_hull.task_aware_hull(fixed_j, fixed_acc, routes, route_j, route_acc, list(t.model_ids),
+                                                        t.benchmarks)
     yardsticks = {
         "": (fixed_j, fixed_acc, boot_j, boot_acc),
-        "content_": (task_j, task_acc, *fixed_hull.task_aware_points(boot_j, boot_acc, boot_route_j, boot_route_acc)),
+        "content_": (*fixed_hull.task_aware_points(fixed_j, fixed_acc, route_j, route_acc),
+                     *fixed_hull.task_aware_points(boot_j, boot_acc, boot_route_j, boot_route_acc)),
     }
-    hulls = {tag: fixed_hull.fixed_model_hull(j, acc) for tag, (j, acc, _, _) in yardsticks.items()}
+    hulls = {"": fixed_hull.fixed_model_hull(fixed_j, fixed_acc), "content_": task_hull}
     scale = (float(np.abs(correct).max()), float(np.abs(energy).max()))
     column = 2 * (k + n_routes)
     for curve in ok:
@@ -419,17 +422,11 @@ def _analyse(config: FrontierConfig, t: Tournament, test_rows: np.ndarray,
         curve.dominance = _dominated(config, "model", t.model_ids, np.column_stack([fixed_acc, fixed_j]), boot_fixed,
                                      points, boot_points, scale)
         boot_routes = np.stack([boot_route_acc, boot_route_j], axis=-1)
-        curve.route_dominance = _dominated(config, "route", routes.labels(), np.column_stack([route_acc.mean(0), route_j.mean(0)]),
+        curve.route_dominance = _dominated(config, "route", routes.labels(), np.column_stack([route_acc, route_j]),
                                            boot_routes, points, boot_points, scale)
     hull_info = {"models": [t.model_ids[i] for i in hulls[""].vertex_index], "energy_j": hulls[""].energy_j.tolist(),
                  "accuracy": hulls[""].accuracy.tolist(), "max_fixed_energy_j": float(fixed_j.max())}
-    names = list(t.model_ids) + routes.labels()
-    task_hull = {"vertices": [names[i] for i in hulls["content_"].vertex_index], "energy_j": hulls["content_"].energy_j.tolist(),
-                 "accuracy": hulls["content_"].accuracy.tolist(), "max_energy_j": float(task_j.max()),
-                 "routes": [{**r, "test_accuracy": float(a), "test_energy_j": float(j)}
-                            for r, a, j in zip(routes.describe(t.benchmarks, list(t.model_ids)), route_acc.mean(0), route_j.mean(0))],
-                 "rule": fixed_hull.TASK_HULL_RULE}
-    return fixed, hull_info, task_hull
+    return fixed, hull_info, task_record
 
 
 def _mean_gain(tag: str, points_j: np.ndarray, points_acc: np.ndarray, boot_j: np.ndarray, boot_acc: np.ndarray,
@@ -594,16 +591,15 @@ def _markdown_content_verdicts(result: FrontierResult) -> list[str]:
             continue
         content = _ci(summary["mean_content_gain_pp"], summary["mean_content_gain_pp_ci_low"],
                       summary["mean_content_gain_pp_ci_high"], "+.2f")
-        routes = summary.get("mean_gain_pp_ci_low", math.nan) > 0
-        if summary["mean_content_gain_pp_ci_low"] > 0:
-            verdict = f"routes beyond the task label: mean content gain {content} pp ({conf} CI above 0)"
-        elif routes:
-            verdict = (f"task routing only: its mean gain over the fixed-model hull is explained by the benchmark label "
-                       f"(mean content gain {content} pp)")
-        elif summary["mean_content_gain_pp_ci_high"] < 0:
-            verdict = f"below the task-aware hull: mean content gain {content} pp"
+        verdict = fixed_hull.content_verdict(summary.get("mean_gain_pp_ci_low", math.nan), summary["mean_content_gain_pp_ci_low"],
+                                             summary["mean_content_gain_pp_ci_high"])
+        if verdict == fixed_hull.BEYOND_TASK_LABEL:
+            verdict += f": mean content gain {content} pp ({conf} CI above 0)"
+        elif verdict == fixed_hull.TASK_ROUTING_ONLY:
+            verdict += (f": its mean gain over the fixed-model hull is explained by the benchmark label (mean content gain "
+                        f"{content} pp)")
         else:
-            verdict = f"not distinguishable from routing by the benchmark label: mean content gain {content} pp"
+            verdict += f": mean content gain {content} pp"
         lines.append(f"- **{c.agent}** {verdict}.")
     return (lines + [""]) if lines else []
 

@@ -46,6 +46,11 @@ COSTLIER_THAN_HULL = "beyond the most accurate fixed model: compared with it"
 LESS_ACCURATE_THAN_HULL = "less accurate than the cheapest fixed model: compared with it"
 MORE_ACCURATE_THAN_HULL = "more accurate than every fixed model: compared with the most accurate"
 TASK_ROUTE_PREFIX = "per-benchmark #"  # the task-aware hull's routes in outputs
+# What a method's two gains say, in words (``content_verdict``).
+BEYOND_TASK_LABEL = "routes beyond the task label"
+TASK_ROUTING_ONLY = "task routing only"
+BELOW_TASK_HULL = "below the task-aware hull"
+ON_TASK_HULL = "not distinguishable from the task-aware hull"
 TASK_HULL_RULE = ("upper hull of random mixes of the fixed models and of the per-benchmark routes: for every trade-off "
                   "lambda, each benchmark to the model maximising accuracy - lambda x J on the training split, evaluated "
                   "on test; content gain = accuracy - task-aware hull accuracy at the method's mean J (pp), what the "
@@ -319,3 +324,34 @@ def content_gain(
     fraction). Broadcasts: fixed ``[..., K]``, task routes ``[..., P]``, method ``[...]``."""
     joules, acc = task_aware_points(fixed_energy_j, fixed_accuracy, task_energy_j, task_accuracy)
     return routing_gain(joules, acc, method_energy_j, method_accuracy)
+
+
+def task_aware_hull(
+    fixed_energy_j: np.ndarray, fixed_accuracy: np.ndarray, routes: TaskRouting, route_energy_j: np.ndarray,
+    route_accuracy: np.ndarray, model_ids: list[str], benchmarks: list[str],
+) -> tuple[Hull, dict[str, Any]]:
+    """The task-aware hull of ``[K]`` fixed models and ``[P]`` routes on test, and its record
+    for outputs: vertices (model ids or route labels), their joules and accuracy, the costliest
+    point's joules, every route (``TaskRouting.describe`` with its test point) and the rule."""
+    joules, accuracy = task_aware_points(fixed_energy_j, fixed_accuracy, route_energy_j, route_accuracy)
+    hull = fixed_model_hull(joules, accuracy)
+    names = list(model_ids) + routes.labels()
+    described = routes.describe(benchmarks, model_ids)
+    return hull, {
+        "vertices": [names[i] for i in hull.vertex_index], "energy_j": hull.energy_j.tolist(),
+        "accuracy": hull.accuracy.tolist(), "max_energy_j": float(joules.max()),
+        "routes": [{**r, "test_accuracy": float(a), "test_energy_j": float(j)}
+                   for r, a, j in zip(described, route_accuracy, route_energy_j)],
+        "rule": TASK_HULL_RULE,
+    }
+
+
+def content_verdict(routing_gain_ci_low: float, content_gain_ci_low: float, content_gain_ci_high: float) -> str:
+    """One of four labels from a method's gain intervals: content gain above 0 (it reads the
+    question beyond its benchmark label); else routing gain above 0 (the label explains its
+    gain: task routing only); else content gain below 0; else none of these."""
+    if content_gain_ci_low > 0:
+        return BEYOND_TASK_LABEL
+    if routing_gain_ci_low > 0:
+        return TASK_ROUTING_ONLY
+    return BELOW_TASK_HULL if content_gain_ci_high < 0 else ON_TASK_HULL
