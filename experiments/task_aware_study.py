@@ -1,11 +1,13 @@
 """Issue 23's committed results: does a router read the question, or only its benchmark?
 
 For paper-pool, specialist-pool, zeroeval-math and llmrouter: ``routing-gym compare`` (the
-default agents, ``per-benchmark`` among them, 5 seeds; on paper-pool and zeroeval-math also
-PPO, A2C and DQN, as in those folders before) and ``routing-gym frontier`` (its default
-agents: cost-aware, knn, uniroute, linucb, per-benchmark), then ``summary.md`` /
-``summary.json`` under ``experiments/results/task_aware/``: routing gain and content gain of
-every agent, and each curve's mean gain over both hulls.
+default agents, ``per-benchmark`` among them, 5 seeds) into ``task_aware/<tournament>/compare``
+(the older ``compare-paper-pool`` / ``compare-zeroeval-math`` folders keep their SB3 and
+text-controller rows, which take far longer to rerun) and ``routing-gym frontier`` (its default
+agents: cost-aware, knn, uniroute, linucb, per-benchmark) into ``frontier-<tournament>``
+(llmrouter's under ``task_aware/llmrouter/frontier`` until its duplicate-free rebuild lands),
+then ``summary.md`` / ``summary.json`` under ``experiments/results/task_aware/``: routing gain
+and content gain of every agent, and each curve's mean gain over both hulls.
 
     ROUTING_GYM_DATA_DIR=../shared/data OMP_NUM_THREADS=1 nice -n 10 python experiments/task_aware_study.py
 
@@ -13,7 +15,7 @@ Compare cells (agent x seed) are saved under ``.cache/task_aware/<tournament>/``
 git) and reused by a rerun with the same settings and routing-gym version, so rerunning after
 a merge that changes only the statistics or outputs costs seconds; delete that folder after a
 change to an agent. ``--parts`` picks some of compare, frontier, summary; ``--tournaments``
-some tournaments; ``--no-extras`` leaves out the SB3 agents.
+some tournaments.
 """
 
 from __future__ import annotations
@@ -35,12 +37,11 @@ RESULTS = ROOT / "experiments" / "results"
 CELLS = ROOT / ".cache" / "task_aware"
 # tournament -> (compare folder, frontier folder); llmrouter apart until its duplicate-free rebuild lands
 FOLDERS = {
-    "paper-pool": ("compare-paper-pool", "frontier-paper-pool"),
-    "specialist-pool": ("compare-specialist-pool", "frontier-specialist-pool"),
-    "zeroeval-math": ("compare-zeroeval-math", "frontier-zeroeval-math"),
+    "paper-pool": ("task_aware/paper-pool/compare", "frontier-paper-pool"),
+    "specialist-pool": ("task_aware/specialist-pool/compare", "frontier-specialist-pool"),
+    "zeroeval-math": ("task_aware/zeroeval-math/compare", "frontier-zeroeval-math"),
     "llmrouter": ("task_aware/llmrouter/compare", "task_aware/llmrouter/frontier"),
 }
-EXTRAS = {"paper-pool": ("ppo", "a2c", "dqn"), "zeroeval-math": ("ppo", "a2c", "dqn")}
 PARTS = ("compare", "frontier", "summary")
 
 
@@ -48,11 +49,9 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def run_one_compare(name: str, extras: bool, seeds: int) -> None:
-    agents = ["default", "per-benchmark", *(EXTRAS.get(name, ()) if extras else ())]
+def run_one_compare(name: str, seeds: int) -> None:
     tic = time.perf_counter()
-    result = run_compare(CompareConfig(tournament=name, agents=agents, seeds=seeds, executor="local", progress=False),
-                         out_dir=CELLS / name)
+    result = run_compare(CompareConfig(tournament=name, seeds=seeds, executor="local", progress=False), out_dir=CELLS / name)
     write_outputs(result, RESULTS / FOLDERS[name][0])
     log(f"compare {name}: {time.perf_counter() - tic:.0f} s, {len(result.failures)} failed cell(s)")
 
@@ -125,7 +124,6 @@ def main() -> int:
     parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(PARTS))
     parser.add_argument("--tournaments", default=",".join(FOLDERS), help="comma-separated: " + ", ".join(FOLDERS))
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--no-extras", action="store_true", help="leave out PPO, A2C and DQN")
     args = parser.parse_args()
     parts, names = args.parts.split(","), args.tournaments.split(",")
     for value, allowed, option in ((parts, PARTS, "--parts"), (names, tuple(FOLDERS), "--tournaments")):
@@ -134,7 +132,7 @@ def main() -> int:
             parser.error(f"{option}: unknown {unknown}; choose from {', '.join(allowed)}")
     for name in names:
         if "compare" in parts:
-            run_one_compare(name, not args.no_extras, args.seeds)
+            run_one_compare(name, args.seeds)
         if "frontier" in parts:
             run_one_frontier(name)
     if "summary" in parts:
