@@ -83,8 +83,10 @@ class FixedModel(Agent):
         return np.full(len(batch), self.model_index, dtype=np.int64)
 
 
+# mu prices joules relative to the costliest model's: small models cost ~1-2 % of it, so the
+# cheap end of a per-benchmark curve needs mu in the tens.
 PER_BENCHMARK_KNOB = CostKnob("mu", applies="act", cheaper_when="higher",
-                              grid=(0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 2.0))
+                              grid=(0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0))
 
 
 @register_agent("per-benchmark")
