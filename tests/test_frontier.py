@@ -1,4 +1,4 @@
-"""Operating-point curves: validation carved from train only, the area over the hull, dominance, the CLI."""
+"""Operating-point curves: validation carved from train only, the area over both hulls, dominance, the CLI."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_tournament, two_skill_tournament
+from conftest import make_tournament, text_skill_tournament, two_skill_tournament
 
 from routing_gym.eval import hull as H
 from routing_gym.eval.frontier import CostKnob, FrontierConfig, carve_validation, run_frontier, write_frontier_outputs
@@ -135,6 +135,36 @@ def test_a_clearly_beaten_fixed_model_is_reported_dominated(tmp_path):
     assert paths["frontier.png"].stat().st_size > 10_000
     points = pd.read_csv(paths["points.csv"])
     assert len(points) == 3 and points["selected"].sum() == len(curve.selected)
+
+
+def test_content_gain_separates_reading_the_question_from_reading_its_benchmark(tmp_path):
+    # The skill in the benchmark label: routing by benchmark is all there is to gain.
+    grids = {"cost-aware": [0.0, 0.3, 5.0], "per-benchmark": [0.0, 0.3, 5.0]}
+    result = run_frontier(FrontierConfig(tournament=two_skill_tournament(n_benchmarks=4), agents=["per-benchmark", "cost-aware"],
+                                         grids=grids, n_bootstrap=300, progress=False))
+    by_agent = {c.agent: c for c in result.curves}
+    for curve in by_agent.values():
+        assert not curve.error and curve.summary["mean_gain_pp_ci_low"] > 10  # far above mixing fixed models
+        assert curve.summary["mean_content_gain_pp_ci_high"] < 1.0  # but nothing beyond the task label
+        assert not any(d["dominated"] for d in curve.route_dominance)
+    assert result.task_hull["vertices"][0] == "cheap-arith"
+    assert any(v.startswith(H.TASK_ROUTE_PREFIX) for v in result.task_hull["vertices"])
+    paths = write_frontier_outputs(result, tmp_path / "label")
+    table = paths["table.md"].read_text()
+    assert "**per-benchmark** task routing only" in table and "**cost-aware** task routing only" in table
+    verdicts = pd.read_csv(paths["dominance.csv"])
+    assert set(verdicts["against"]) == {"fixed model", "per-benchmark route"}
+    assert json.loads(paths["frontier.json"].read_text())["task_hull"]["routes"][0]["models"]
+
+    # The skill in the text: a router reading it gains beyond the label.
+    result = run_frontier(FrontierConfig(tournament=text_skill_tournament(), agents=["cost-aware", "per-benchmark"],
+                                         grids=grids, n_bootstrap=300, progress=False))
+    reading, label_only = result.curves
+    assert reading.summary["mean_content_gain_pp_ci_low"] > 10
+    assert [d["route"] for d in reading.route_dominance] == [r["route"] for r in result.task_hull["routes"]]
+    assert all(p.stats["content_gain_pp_ci_high"] < 1.0 for p in label_only.selected)  # blind to the text
+    table = write_frontier_outputs(result, tmp_path / "text")["table.md"].read_text()
+    assert "**cost-aware** routes beyond the task label" in table
 
 
 def test_bad_settings_name_the_agent_or_option():

@@ -87,6 +87,7 @@ def plot_pareto(result: ComparisonView, path: str | Path) -> Path:
         ys = 100 * np.interp(xs, vertices_j, vertices_acc)  # flat beyond the last vertex
         ax.plot(xs, ys, color="tab:blue", alpha=0.45, linewidth=2.5, zorder=1,
                 label="fixed-model hull (random mixes of fixed models)")
+    draw_task_hull(ax, result.pareto.get("task_hull", {}))
     front = result.pareto.get("front_deployable", [])
     if front:
         points = sorted((result.row(m)["mean_energy_j"], 100 * result.row(m)["accuracy"]) for m in front)
@@ -111,6 +112,21 @@ def plot_pareto(result: ComparisonView, path: str | Path) -> Path:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     _label_fixed_models(ax, fixed, [(r["mean_energy_j"], 100 * r["accuracy"]) for r in rows])  # needs final layout
     return _save(fig, path, plt)
+
+
+def draw_task_hull(ax, task_hull: dict[str, Any]) -> None:
+    """The task-aware hull (``eval/hull.py``) as a dotted line, flat beyond its most accurate
+    vertex, and its per-benchmark routes as small crosses; nothing when the result has none."""
+    if not task_hull:
+        return
+    vertices_j, vertices_acc = np.asarray(task_hull["energy_j"]), np.asarray(task_hull["accuracy"])
+    xs = np.geomspace(vertices_j[0], max(task_hull["max_energy_j"], vertices_j[-1]), 400)
+    ax.plot(xs, 100 * np.interp(xs, vertices_j, vertices_acc), color="tab:red", alpha=0.6, linewidth=1.8,
+            linestyle=":", zorder=1, label="task-aware hull (per-benchmark routes + mixes)")
+    routes = task_hull.get("routes", [])
+    if routes:
+        ax.scatter([r["test_energy_j"] for r in routes], [100 * r["test_accuracy"] for r in routes], marker="x", s=18,
+                   color="tab:red", alpha=0.5, linewidth=1, zorder=2, label="per-benchmark routes")
 
 
 # Label placements tried around a marker: 8 directions at growing distances (points); a label
