@@ -58,6 +58,7 @@ DEFAULT_AGENTS = (
     "fixed-smallest",
     "fixed-medium",
     "fixed-largest",
+    "per-benchmark",
     "random",
     "oracle",
     "linucb",
