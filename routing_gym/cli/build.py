@@ -95,7 +95,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         print("\nregraded accuracy vs ZeroEval's published accuracy (%):")
         print(table.to_string(index=False))
     if args.source == "mmlu-pro":
-        print("\naccuracy (%): the tournament, the published extraction (unextracted = wrong / = a random guess) and "
-              "the repository's compute_accuracy.py rules:")
-        print(accuracy_table(report, tournament).to_string(index=False))
+        print("\naccuracy (%): the tournament and the published extraction (unextracted = wrong / = a random guess; "
+              "the repository's compute_accuracy.py rules: experiments/mmlu_pro_study.py):")
+        print(accuracy_table(report, tournament, repository_rules=False).to_string(index=False))
     return 0

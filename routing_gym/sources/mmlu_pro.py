@@ -184,6 +184,37 @@ def load_run(root: Path, model_id: str) -> pd.DataFrame:
     return frame
 
 
+TOKEN_CACHE_VERSION = "qwen2.5-v1"  # bump when the token-count proxy changes
+
+
+def output_token_counts(path: Path, run: pd.DataFrame) -> np.ndarray:
+    """Token counts of ``run``'s answer texts, cached on disk by the zip's content hash.
+
+    Counting 312k texts is most of a build's CPU time and gives the same numbers every time
+    for the same file, so later builds (another energy model, another split seed) reuse them.
+    """
+    import hashlib
+
+    from routing_gym.paths import cache_dir
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:20]
+    cache = cache_dir() / "mmlu-pro-tokens" / f"{digest}-{TOKEN_CACHE_VERSION}.npz"
+    known = pd.Series(dtype=np.float64)
+    if cache.exists():
+        with np.load(cache, allow_pickle=False) as stored:
+            known = pd.Series(stored["tokens"], index=stored["question_id"])
+    wanted = run["question_id"].to_numpy(dtype=np.int64)
+    todo = ~np.isin(wanted, known.index.to_numpy())
+    if todo.any():
+        counted = pd.Series(count_tokens(run["text"].to_numpy()[todo].tolist()), index=wanted[todo])
+        known = pd.concat([known, counted])
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        staging = cache.with_suffix(f".{os.getpid()}.tmp.npz")
+        np.savez(staging, question_id=known.index.to_numpy(dtype=np.int64), tokens=known.to_numpy(dtype=np.float64))
+        staging.replace(cache)  # atomic: a parallel build never reads a half-written file
+    return known.loc[wanted].to_numpy(dtype=np.float64)
+
+
 # ============================================================================ prompts, groups, split
 def subject_name(category: str) -> str:
     return category.strip().replace(" ", "_")
@@ -266,9 +297,9 @@ def _extract_l2(text: str) -> str | None:
     if found is None:
         m = re.search(r".*[aA]nswer:\s*([A-J])", text)
         found = m.group(1) if m else None
-    if found is None:
-        m = re.search(r"\b[A-J]\b(?!.*\b[A-J]\b)", text, re.DOTALL)
-        found = m.group(0) if m else None
+    if found is None:  # the script's r"\b[A-J]\b(?!.*\b[A-J]\b)" (DOTALL): the last such letter, found linearly
+        letters = re.findall(r"\b[A-J]\b", text)
+        found = letters[-1] if letters else None
     return found
 
 
@@ -284,10 +315,11 @@ def repository_rule(texts: Sequence[str], answers: Sequence[str], level: str) ->
     return 100.0 * hits / len(answers)
 
 
-def accuracy_table(report: BuildReport, tournament=None) -> pd.DataFrame:
+def accuracy_table(report: BuildReport, tournament=None, repository_rules: bool = True) -> pd.DataFrame:
     """Per model (percent): the tournament's accuracy, the published extraction scored two ways
-    (unextracted = wrong; unextracted = a random guess, expected value) and the repository's
-    ``compute_accuracy.py`` rules; ``report.grades`` must hold ``text`` for the last two."""
+    (unextracted = wrong; unextracted = a random guess, expected value) and, with
+    ``repository_rules``, the repository's ``compute_accuracy.py`` rules (re-extraction from
+    ``report.grades["text"]``: tens of CPU seconds over all 312k answers)."""
     rows = []
     built = None if tournament is None else dict(zip(tournament.model_ids, 100 * tournament.correct.mean(axis=0)))
     for model, g in report.grades.groupby("model_id", sort=False):
@@ -297,7 +329,7 @@ def accuracy_table(report: BuildReport, tournament=None) -> pd.DataFrame:
         row = {"model_id": model, "n": len(g), "unextracted": unextracted,
                "published_unextracted_wrong_pct": round(wrong_rule, 3),
                "published_unextracted_guess_pct": round(wrong_rule + 100.0 * unextracted / len(LETTERS) / len(g), 3)}
-        if "text" in g:
+        if repository_rules:
             row["repo_rule_l1_pct"] = round(repository_rule(g["text"].tolist(), gold.tolist(), "l1"), 3)
             row["repo_rule_l2_pct"] = round(repository_rule(g["text"].tolist(), gold.tolist(), "l2"), 3)
         if built is not None:
@@ -341,36 +373,36 @@ def build_mmlu_pro_tournament(
     name = tournament_name("mmlu-pro", energy_model)
     profiles, energy_info = derive_energy_profiles(energy_model, pool, root, specs=MMLU_PRO_MODELS)
 
-    runs = {m: load_run(root, m) for m in pool}
-    timings["load_s"] = time.monotonic() - t_start
-    first = runs[pool[0]]
-    questions = first.set_index("question_id")
-    order = first["question_id"].to_numpy()
-    if limit is not None:
-        order = order[:limit]
-    for m in pool:
-        ids = runs[m]["question_id"]
-        if set(ids) != set(first["question_id"]):
-            raise RoutingGymError(f"{run_path(root, m)}: its question ids differ from {run_path(root, pool[0]).name} "
-                                  f"({len(set(ids) ^ set(first['question_id']))} ids in one file only)")
-        runs[m] = runs[m].set_index("question_id").loc[order].reset_index()
-    q = questions.loc[order].reset_index()
+    first = load_run(root, pool[0])
+    order = first["question_id"].to_numpy()[:limit]
+    q = first.set_index("question_id").loc[order].reset_index()
     # The files come from MMLU-Pro dataset revisions: a few questions have another gold letter,
     # option list or wording in some files. Each model is scored against its own file's gold (the
-    # published extraction); the queries table takes the gold most files agree on.
+    # published extraction); the queries table shows the first file's wording and the gold most
+    # files agree on.
+    revised = {f: np.zeros(len(q), dtype=bool) for f in ("answer", "options", "question")}
+    runs: dict[str, pd.DataFrame] = {}
+    for m in pool:  # one file at a time, keeping only what the build needs: bounds peak memory
+        run = first if m == pool[0] else load_run(root, m)
+        if len(run) != len(first) or set(run["question_id"]) != set(first["question_id"]):
+            raise RoutingGymError(f"{run_path(root, m)}: its question ids differ from {run_path(root, pool[0]).name} "
+                                  f"({len(set(run['question_id']) ^ set(first['question_id']))} ids in one file only)")
+        run = run.set_index("question_id").loc[order].reset_index()
+        for f in ("options", "question"):
+            revised[f] |= run[f].astype(str).to_numpy() != q[f].astype(str).to_numpy()
+        runs[m] = run[["question_id", "answer", "pred", "text"]]
+    del first
+    timings["load_s"] = time.monotonic() - t_start
     answers = pd.DataFrame({m: runs[m]["answer"].to_numpy() for m in pool})
     q["answer"] = answers.mode(axis=1)[0].to_numpy()
-    revised = {f: np.zeros(len(q), dtype=bool) for f in ("answer", "options", "question")}
-    for m in pool:
-        for f, flags in revised.items():
-            flags |= runs[m][f].astype(str).to_numpy() != q[f].astype(str).to_numpy()
+    revised["answer"] = (answers.to_numpy() != q["answer"].to_numpy()[:, None]).any(axis=1)
     benchmarks = np.array([subject_name(c) for c in q["category"]], dtype=object)
     prompts = [format_prompt(qq, opts) for qq, opts in zip(q["question"], q["options"])]
     n, k = len(q), len(pool)
 
     t0 = time.monotonic()
     texts = [runs[m]["text"].tolist() for m in pool]
-    output_tokens = count_tokens([t for column in texts for t in column]).reshape(k, n).T
+    output_tokens = np.column_stack([output_token_counts(run_path(root, m), runs[m]) for m in pool])
     prompt_tokens = count_tokens(prompts)
     input_tokens, shots = input_token_estimate(benchmarks, prompt_tokens, output_tokens)
     timings["tokens_s"] = time.monotonic() - t0
