@@ -117,3 +117,20 @@ def test_final_letter_rule_matches_the_scripts_regex() -> None:
         slow = re.search(r"\b[A-J]\b(?!.*\b[A-J]\b)", text, re.DOTALL)
         if re.search(r"answer is \(?([A-J])\)?", text) is None and re.search(r".*[aA]nswer:\s*([A-J])", text) is None:
             assert _extract_l2(text) == (slow.group(0) if slow else None), text
+
+
+def test_registered_names_and_cli_build(tmp_path: Path, data_dir: Path, capsys) -> None:
+    from routing_gym.cli import main
+    from routing_gym.sources import list_tournaments
+    from routing_gym.tournament import Tournament
+
+    assert {"mmlu-pro", "mmlu-pro-batch1"} <= set(list_tournaments())
+    out = tmp_path / "t"
+    assert main(["data", "build", "mmlu-pro", "--data-dir", str(data_dir), "--out", str(out), "--limit", "60",
+                 "--models", "Yi-6B", "gemma-7b", "--energy-model", "batch1"]) == 0
+    printed = capsys.readouterr().out
+    assert "published_unextracted_wrong_pct" in printed and "tournament_minus_published_pp" in printed
+    t = Tournament.load(out)
+    assert t.card.name == "mmlu-pro-batch1" and (t.n_queries, t.n_models) == (60, 2)
+    assert main(["data", "build", "mmlu-pro", "--download", "--out", str(tmp_path / "x")]) == 1
+    assert "--download does not cover mmlu-pro" in capsys.readouterr().err
