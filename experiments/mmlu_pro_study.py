@@ -69,10 +69,13 @@ def energy_tables(batched, batch1) -> tuple[dict, pd.DataFrame]:
         serving1 = batch1.models.loc[j, "serving"]
         gpus = int(serving1["n_gpus"])
         power1 = float(batch1.mean_power_w[:, j].mean())
+        power = float(batched.mean_power_w[:, j].mean())
+        batched_gpus = int(batched.models.loc[j, "serving"]["n_gpus"])
         rows.append({
             "model_id": model, "mean_j": energy.mean(), "p10_j": np.percentile(energy, 10),
             "p90_j": np.percentile(energy, 90), "median_within_subject_cv": float(within.median()),
-            "batched_mean_power_w": float(batched.mean_power_w[:, j].mean()),
+            "batched_mean_power_w": power, "batched_n_gpus": batched_gpus,
+            "batched_within_ceiling": bool(0 < power <= batched_gpus * H100_BOARD_W),
             "batch1_mean_j": float(batch1.energy_j[:, j].mean()), "batch1_mean_power_w": power1, "n_gpus": gpus,
             "batch1_w_per_gpu": power1 / gpus, "ceiling_w": gpus * H100_BOARD_W,
             "batch1_within_ceiling": bool(0 < power1 <= gpus * H100_BOARD_W),
@@ -88,6 +91,7 @@ def energy_tables(batched, batch1) -> tuple[dict, pd.DataFrame]:
         "batch1_w_per_gpu_range": [float(table["batch1_w_per_gpu"].min()), float(table["batch1_w_per_gpu"].max())],
         "batched_power_range_w": [float(table["batched_mean_power_w"].min()), float(table["batched_mean_power_w"].max())],
         "all_batch1_within_ceiling": bool(table["batch1_within_ceiling"].all()),
+        "all_batched_within_ceiling": bool(table["batched_within_ceiling"].all()),
     }
     return summary, table
 
@@ -148,8 +152,9 @@ def step_data(args, out: Path) -> Path:
         f"{summary['within_model_p90_over_p10_median']:.1f} (median over models); within one model and one subject the "
         f"coefficient of variation is {summary['within_subject_cv_median_over_models']:.2f} (median over models of the "
         "median over subjects): answers differ because each model wrote its own number of tokens.\n\n"
-        f"Mean power. batched (a request's share of a vLLM server at batch ~128): "
-        f"{summary['batched_power_range_w'][0]:.1f}-{summary['batched_power_range_w'][1]:.1f} W per request. batch1 "
+        f"Mean power. batched (decode: a request's share of a vLLM server at batch ~128; prefill: compute-bound "
+        f"at full board power): {summary['batched_power_range_w'][0]:.1f}-{summary['batched_power_range_w'][1]:.1f} W "
+        f"per request, within n_gpus x {H100_BOARD_W:.0f} W for every model: {summary['all_batched_within_ceiling']}. batch1 "
         f"(one request alone on the model's GPUs): {summary['batch1_w_per_gpu_range'][0]:.0f}-"
         f"{summary['batch1_w_per_gpu_range'][1]:.0f} W per GPU, every model within its ceiling of n_gpus x "
         f"{H100_BOARD_W:.0f} W (H100 SXM board power): {summary['all_batch1_within_ceiling']}.\n\n" + markdown(energy))

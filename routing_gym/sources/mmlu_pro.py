@@ -287,6 +287,9 @@ def input_token_estimate(benchmarks: np.ndarray, prompt_tokens: np.ndarray,
 
 
 # ============================================================================ accuracy rules
+_ANSWER_COLON = re.compile(r"[aA]nswer:\s*([A-J])")
+
+
 def _extract_l1(text: str) -> str | None:
     m = re.search(r"answer is \(?([A-J])\)?", text)
     return m.group(1) if m else None
@@ -294,9 +297,11 @@ def _extract_l1(text: str) -> str | None:
 
 def _extract_l2(text: str) -> str | None:
     found = _extract_l1(text)
-    if found is None:
-        m = re.search(r".*[aA]nswer:\s*([A-J])", text)
-        found = m.group(1) if m else None
+    if found is None:  # the script's r".*[aA]nswer:\s*([A-J])": the last match on the first line that has one
+        matches = list(_ANSWER_COLON.finditer(text))
+        if matches:
+            line_end = text.find("\n", matches[0].start())
+            found = [m for m in matches if line_end < 0 or m.start() < line_end][-1].group(1)
     if found is None:  # the script's r"\b[A-J]\b(?!.*\b[A-J]\b)" (DOTALL): the last such letter, found linearly
         letters = re.findall(r"\b[A-J]\b", text)
         found = letters[-1] if letters else None
