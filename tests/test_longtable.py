@@ -191,3 +191,11 @@ def test_import_reads_parquet_with_bool_correctness(tmp_path: Path) -> None:
     frame.to_parquet(tmp_path / "t.parquet")
     t = import_long_table(tmp_path / "t.parquet")
     assert t.correct.tolist() == [[1.0, 0.0], [0.0, 1.0]] and set(t.models["energy_provenance"]) == {"measured"}
+
+
+def test_csv_ids_stay_text(tmp_path: Path) -> None:
+    table = tmp_path / "ids.csv"
+    table.write_text("query_id,prompt,benchmark,model_id,correct,energy_j,latency_s\n"
+                     "007,a,t,01,1,2.5,1\n007,a,t,1,0,2.5,1\n")
+    t = import_long_table(table)
+    assert t.query_ids == ["007"] and t.model_ids == ["01", "1"]

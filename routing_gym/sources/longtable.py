@@ -110,7 +110,7 @@ def read_long_table(path: str | os.PathLike) -> pd.DataFrame:
         raise RoutingGymError(f"{path}: no such file")
     try:
         if suffix == ".csv":
-            return pd.read_csv(path, keep_default_na=True, dtype={"query_id": str, "model_id": str})
+            return pd.read_csv(path, dtype=str)  # ids stay text ("007"); numbers are parsed per column below
         if suffix == ".jsonl":
             return pd.read_json(path, lines=True, dtype=False, precise_float=True)
         return pd.read_parquet(path)
