@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -204,6 +205,7 @@ def main() -> None:
         path = step_data(args, out)
     if "compare" in steps:
         step_cli(["compare", "--tournament", str(path), "--seeds", str(args.seeds), "--out", str(out / "compare")])
+        shutil.rmtree(out / "compare" / "cells", ignore_errors=True)  # resume state, not a result
     if "frontier" in steps:
         from routing_gym_agents.registry import list_agents
 
