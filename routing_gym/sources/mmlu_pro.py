@@ -61,10 +61,11 @@ INSTRUCTION = ('The following are multiple choice questions (with answers) about
 ANSWER_CUE = "Answer: Let's think step by step."
 
 # Parameters in billions from each model's Hugging Face card (safetensors total), cited per line.
-# ``mlenergy_id``: the ML.ENERGY v2 model of the same *architecture* (same layers, widths and
-# vocabulary up to a few hundred tokens): per-token serving cost depends on the shapes, not on
-# the weights, so a base model and its instruct version share one measurement. Models without
-# one use the parameter-count fit of the energy model.
+# ``mlenergy_id``: the same model measured by ML.ENERGY v2; ``same_architecture_as``: an ML.ENERGY
+# model of the same shape (layers, widths, vocabulary up to a few hundred tokens): per-token cost
+# depends on the shapes, not the weights, so a base model shares its instruct sibling's
+# measurement. Models with neither are priced by the energy law of ``energy_model``. No serving
+# precision or GPU count is published for these runs: every model is priced at bf16 on the GPU rule.
 _LLAMA31_8B = "meta-llama/Meta-Llama-3.1-8B-Instruct"
 _LLAMA31_70B = "meta-llama/Meta-Llama-3.1-70B-Instruct"
 _MISTRAL_7B = "mistralai/Mistral-7B-Instruct-v0.3"
@@ -75,26 +76,26 @@ MMLU_PRO_MODELS: dict[str, ModelSpec] = {
     "Llama-2-13b-hf": ModelSpec("meta-llama/Llama-2-13b-hf", "llama2", 13.0),
     "Llama-2-70b-hf": ModelSpec("meta-llama/Llama-2-70b-hf", "llama2", 69.0),
     # meta-llama/Meta-Llama-3-8B and -70B cards: 8.03 B, 70.6 B; the Llama-3.1 shapes
-    "Meta-Llama-3-8B": ModelSpec("meta-llama/Meta-Llama-3-8B", "llama3", 8.03, mlenergy_id=_LLAMA31_8B),
-    "Meta-Llama-3-70B": ModelSpec("meta-llama/Meta-Llama-3-70B", "llama3", 70.6, mlenergy_id=_LLAMA31_70B),
+    "Meta-Llama-3-8B": ModelSpec("meta-llama/Meta-Llama-3-8B", "llama3", 8.03, same_architecture_as=_LLAMA31_8B),
+    "Meta-Llama-3-70B": ModelSpec("meta-llama/Meta-Llama-3-70B", "llama3", 70.6, same_architecture_as=_LLAMA31_70B),
     # meta-llama/Llama-3.1-8B(-Instruct), -70B(-Instruct) cards: 8.03 B, 70.6 B
-    "Meta-Llama-3_1-8B": ModelSpec("meta-llama/Llama-3.1-8B", "llama3.1", 8.03, mlenergy_id=_LLAMA31_8B),
+    "Meta-Llama-3_1-8B": ModelSpec("meta-llama/Llama-3.1-8B", "llama3.1", 8.03, same_architecture_as=_LLAMA31_8B),
     "Meta-Llama-3_1-8B-Instruct": ModelSpec("meta-llama/Llama-3.1-8B-Instruct", "llama3.1", 8.03,
                                             mlenergy_id=_LLAMA31_8B),
-    "Meta-Llama-3_1-70B": ModelSpec("meta-llama/Llama-3.1-70B", "llama3.1", 70.6, mlenergy_id=_LLAMA31_70B),
+    "Meta-Llama-3_1-70B": ModelSpec("meta-llama/Llama-3.1-70B", "llama3.1", 70.6, same_architecture_as=_LLAMA31_70B),
     "Meta-Llama-3_1-70B-Instruct": ModelSpec("meta-llama/Llama-3.1-70B-Instruct", "llama3.1", 70.6,
                                              mlenergy_id=_LLAMA31_70B),
     # mistralai/Mistral-7B-v0.1 card and Jiang et al. 2023: 7.24 B (v0.2/Instruct: same shapes)
-    "Mistral-7B-v0.1": ModelSpec("mistralai/Mistral-7B-v0.1", "mistral", 7.24, mlenergy_id=_MISTRAL_7B),
-    "Mistral-7B-v0.2-hf": ModelSpec("mistral-community/Mistral-7B-v0.2", "mistral", 7.24, mlenergy_id=_MISTRAL_7B),
+    "Mistral-7B-v0.1": ModelSpec("mistralai/Mistral-7B-v0.1", "mistral", 7.24, same_architecture_as=_MISTRAL_7B),
+    "Mistral-7B-v0.2-hf": ModelSpec("mistral-community/Mistral-7B-v0.2", "mistral", 7.24, same_architecture_as=_MISTRAL_7B),
     "Mistral-7B-Instruct-v0.1": ModelSpec("mistralai/Mistral-7B-Instruct-v0.1", "mistral", 7.24,
-                                          mlenergy_id=_MISTRAL_7B),
+                                          same_architecture_as=_MISTRAL_7B),
     "Mistral-7B-Instruct-v0.2": ModelSpec("mistralai/Mistral-7B-Instruct-v0.2", "mistral", 7.24,
-                                          mlenergy_id=_MISTRAL_7B),
+                                          same_architecture_as=_MISTRAL_7B),
     # mistralai/mathstral-7B-v0.1 card: built on Mistral 7B (v0.3 vocabulary), 7.25 B
-    "mathstral-7B": ModelSpec("mistralai/Mathstral-7B-v0.1", "mistral", 7.25, mlenergy_id=_MISTRAL_7B),
+    "mathstral-7B": ModelSpec("mistralai/Mathstral-7B-v0.1", "mistral", 7.25, same_architecture_as=_MISTRAL_7B),
     # Mixtral of Experts (Jiang et al. 2024, arXiv 2401.04088): 46.7 B total, 12.9 B active per token
-    "Mixtral-8x7B-v0.1": ModelSpec("mistralai/Mixtral-8x7B-v0.1", "mixtral", 46.7, 12.9, mlenergy_id=_MIXTRAL),
+    "Mixtral-8x7B-v0.1": ModelSpec("mistralai/Mixtral-8x7B-v0.1", "mixtral", 46.7, 12.9, same_architecture_as=_MIXTRAL),
     "Mixtral-8x7B-Instruct-v0.1": ModelSpec("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral", 46.7, 12.9,
                                             mlenergy_id=_MIXTRAL),
     # microsoft/Phi-3-mini-4k-instruct card: 3.8 B (3.82 B safetensors)
@@ -461,8 +462,10 @@ def build_mmlu_pro_tournament(
             "scored against its own file's gold (as published), the queries table shows the gold most files agree on",
             *energy_info["card_notes"],
             "mixture-of-experts: prefill uses active parameters (Mixtral 12.9 B of 46.7 B, Jamba-1.5-Large 94 B of 398 B); "
-            "decode of a model without an ML.ENERGY run of its architecture uses the fit in TOTAL parameters, an upper-side "
-            "estimate for Jamba-1.5-Large (also a Mamba hybrid, which the fit's transformers do not cover)",
+            "decode of a model without an ML.ENERGY run of its architecture is priced on TOTAL parameters (every expert's "
+            "weights read per decode step of a large batch), an upper-side estimate for Jamba-1.5-Large, a Mamba hybrid "
+            "that no measured model covers; no serving precision or GPU count is published for these runs, so every "
+            "model is priced at bf16 on the energy model's GPU rule",
             f"split: duplicate-free group split, items sharing question and options (normalised) in one split, stratified "
             f"by subject, {test_fraction:.0%} test, seed {seed}; {stem_cross} question stems (without options) still occur "
             "in both splits",
@@ -503,7 +506,7 @@ def _model_row(model_id: str, profile, energy_info: dict[str, Any], run: pd.Data
             "joules_per_output_token": profile.joules_per_output_token,
             "seconds_per_output_token": profile.seconds_per_output_token,
             "prefill_joules_per_input_token": profile.prefill_joules_per_input_token,
-            "mlenergy_architecture": spec.mlenergy_id, "unextracted_answers": int(run["pred"].isna().sum()),
+            "mlenergy_measurement": spec.measured_as, "unextracted_answers": int(run["pred"].isna().sum()),
             "decoding": "MMLU-Pro evaluate_from_local.py, 5-shot CoT (publisher's settings)",
         },
         "energy_provenance": energy_info["provenance"],
