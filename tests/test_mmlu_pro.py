@@ -144,3 +144,20 @@ def test_registered_names_and_cli_build(tmp_path: Path, data_dir: Path, capsys) 
     assert t.card.name == "mmlu-pro-batch1" and (t.n_queries, t.n_models) == (60, 2)
     assert main(["data", "build", "mmlu-pro", "--download", "--out", str(tmp_path / "x")]) == 1
     assert "--download does not cover mmlu-pro" in capsys.readouterr().err
+
+
+def test_law_variant_is_repriced_from_a_cached_build(built, tmp_path: Path, data_dir: Path, monkeypatch) -> None:
+    from routing_gym.sources import build_real_tournament
+    from routing_gym.tournament import Tournament
+
+    tournament, _ = built
+    monkeypatch.setenv("ROUTING_GYM_CACHE", str(tmp_path))
+    tournament.save(tmp_path / "tournaments" / "mmlu-pro")
+    law = Tournament.load(build_real_tournament("mmlu-pro-law", data_dir))
+    assert law.card.name == "mmlu-pro-law" and law.card.split == tournament.card.split
+    assert (law.queries["split"] == tournament.queries["split"]).all()
+    np.testing.assert_array_equal(law.correct, tournament.correct)
+    np.testing.assert_array_equal(law.output_tokens, tournament.output_tokens)
+    qwen = tournament.model_index("Qwen1.5-7B-Chat")  # no ML.ENERGY run of its shape: priced by the law
+    assert law.models.loc[qwen, "serving"]["energy_method"] == "energy-law"
+    assert "batch1" in tournament.models.loc[qwen, "serving"]["energy_alternatives"]
