@@ -41,11 +41,16 @@ def unexpected_keyword_error(function: str, unknown: list[str], known: Any) -> T
 
 
 def checked_render_mode(owner: type, render_mode: str | None) -> str | None:
-    """``render_mode`` if ``owner.metadata`` declares it (None, gymnasium's default, always)."""
+    """``render_mode`` if ``owner.metadata`` declares it (None, gymnasium's default, always).
+
+    Another mode raises ``TypeError``: SB3 asks for ``"rgb_array"`` and retries without it on
+    exactly that error."""
     modes = owner.metadata["render_modes"]
     if render_mode is not None and render_mode not in modes:
-        raise ValueError(f"{owner.__name__} has no render mode {render_mode!r} (render_modes: {modes}): "
-                         "an episode is a question and a route, read the step info instead")
+        raise TypeError(
+            f"{owner.__name__}.__init__() got render_mode={render_mode!r}, which it does not support "
+            f"(render_modes: {modes}): an episode is a question and a route; read the step info instead"
+        )
     return render_mode
 
 
