@@ -222,3 +222,6 @@ def register_all() -> None:
             streams = "stream" in extra
             vector_entry = vector if vector is not None and not streams else functools.partial(make_sync_vector_env, variant)
             gym.register(variant, entry_point=entry_point, vector_entry_point=vector_entry, kwargs={**base, **extra})
+    from routing_gym.envs.legacy_gym import register_legacy_ids
+
+    register_legacy_ids(features_ids() + stream_ids())  # into old gym's registry too, when it is loaded
