@@ -77,10 +77,11 @@ from tianshou.highlevel.config import OffPolicyTrainingConfig
 from tianshou.highlevel.env import EnvFactoryRegistered, VectorEnvType
 from tianshou.highlevel.experiment import DQNExperimentBuilder, ExperimentConfig
 env_id, steps = sys.argv[1], int(sys.argv[2])
-factory = EnvFactoryRegistered(task=env_id, venv_type=VectorEnvType.DUMMY, train_seed=0, test_seed=1)
+factory = EnvFactoryRegistered(task=env_id, venv_type=VectorEnvType.DUMMY)
 training = OffPolicyTrainingConfig(max_epochs=1, epoch_num_steps=steps, num_training_envs=4, num_test_envs=1,
                                    test_step_num_episodes=1, collection_step_num_env_steps=64, buffer_size=steps)
-experiment = DQNExperimentBuilder(factory, ExperimentConfig(persistence_enabled=False, device="cpu", watch=False), training).build()
+config = ExperimentConfig(seed=0, device="cpu", watch=False, persistence_enabled=False, log_file_enabled=False)
+experiment = DQNExperimentBuilder(factory, config, training).build()
 start = time.perf_counter()
 experiment.run()
 print(json.dumps({"steps": steps, "seconds": time.perf_counter() - start}))
@@ -90,30 +91,30 @@ print(json.dumps({"steps": steps, "seconds": time.perf_counter() - start}))
 @dataclass(frozen=True)
 class Client:
     name: str
+    venv: str  # clients with the same venv name share one
     install: tuple[str, ...]
     snippet: str | None = None
     module: str | None = None  # CleanRL: `python -m <module> --env-id ID --total-timesteps N ...`
     module_args: tuple[str, ...] = ()
     extra_no_deps: tuple[str, ...] = ()
-    note: str = ""
 
 
+# cleanrl 1.2.0 (its latest on PyPI) declares Requires-Python <3.11 and pins gym 0.23.1,
+# stable-baselines3 1.2.0, wandb 0.13, pygame 2.1.0, huggingface-hub 0.11, ...: it goes in with
+# --no-deps --ignore-requires-python, beside what its ppo.py and dqn.py import: old gym 0.23.1
+# (ppo.py), gymnasium and SB3 >= 2 (dqn.py: its own check asks for 2.x), tensorboard (both).
+CLEANRL_INSTALL = ("stable-baselines3>=2", "tensorboard", "gym==0.23.1")
 CLIENTS = {
-    "sb3": Client("Stable-Baselines3 (make_vec_env(id) + PPO)", ("stable-baselines3",), snippet=SB3),
-    "torchrl": Client("TorchRL (GymEnv(id) + SyncDataCollector)", ("torchrl",), snippet=TORCHRL),
-    "tianshou": Client("Tianshou 2 (EnvFactoryRegistered(task=id) + DQN)", ("tianshou>=2",), snippet=TIANSHOU),
-    # cleanrl 1.2.0 declares Requires-Python <3.11 and pins gym 0.23.1, stable-baselines3 1.2.0,
-    # gymnasium >=0.28, wandb 0.13, moviepy, pygame 2.1.0, huggingface-hub 0.11: installed with
-    # --no-deps, beside what its ppo.py / dqn.py import (gym, tensorboard, SB3 2.x as dqn.py asks).
+    "sb3": Client("Stable-Baselines3 (make_vec_env(id) + PPO)", "sb3", ("stable-baselines3",), snippet=SB3),
+    "torchrl": Client("TorchRL (GymEnv(id) + SyncDataCollector)", "torchrl", ("torchrl",), snippet=TORCHRL),
+    "tianshou": Client("Tianshou 2 (EnvFactoryRegistered(task=id) + DQN)", "tianshou", ("tianshou>=2",), snippet=TIANSHOU),
     "cleanrl-ppo": Client(
-        "CleanRL ppo.py (PyPI cleanrl 1.2.0, unmodified)", ("stable-baselines3>=2", "tensorboard", "gym==0.23.1"),
-        module="cleanrl.ppo", module_args=("--cuda", "False", "--num-envs", "4", "--num-steps", "128"),
-        extra_no_deps=("cleanrl==1.2.0",),
+        "CleanRL ppo.py (PyPI cleanrl 1.2.0, unmodified)", "cleanrl", CLEANRL_INSTALL, module="cleanrl.ppo",
+        module_args=("--cuda", "False", "--num-envs", "4", "--num-steps", "128"), extra_no_deps=("cleanrl==1.2.0",),
     ),
     "cleanrl-dqn": Client(
-        "CleanRL dqn.py (PyPI cleanrl 1.2.0, unmodified)", ("stable-baselines3>=2", "tensorboard"),
-        module="cleanrl.dqn", module_args=("--cuda", "False", "--learning-starts", "500", "--train-frequency", "4"),
-        extra_no_deps=("cleanrl==1.2.0",),
+        "CleanRL dqn.py (PyPI cleanrl 1.2.0, unmodified)", "cleanrl", CLEANRL_INSTALL, module="cleanrl.dqn",
+        module_args=("--cuda", "False", "--learning-starts", "500", "--train-frequency", "4"), extra_no_deps=("cleanrl==1.2.0",),
     ),
 }
 
@@ -128,8 +129,9 @@ class Row:
     first_error: str
 
 
-def build_venv(key: str, client: Client, root: Path, fresh: bool) -> tuple[Path | None, str]:
+def build_venv(client: Client, root: Path, fresh: bool) -> tuple[Path | None, str]:
     """The client's venv (built once), or None and the install's first error."""
+    key = client.venv
     venv = root / key
     python = venv / "bin" / "python"
     done = venv / ".installed"
@@ -139,9 +141,9 @@ def build_venv(key: str, client: Client, root: Path, fresh: bool) -> tuple[Path 
     if venv.exists():
         subprocess.run(["rm", "-rf", str(venv)], check=True)
     commands = [["python3", "-m", "venv", str(venv)],
-                [str(venv / "bin" / "pip"), "install", TORCH, *client.install, "-e", str(REPO)]]
+                [str(python), "-m", "pip", "install", TORCH, *client.install, "-e", str(REPO)]]
     if client.extra_no_deps:
-        commands.append([str(venv / "bin" / "pip"), "install", "--no-deps", "--ignore-requires-python", *client.extra_no_deps])
+        commands.append([str(python), "-m", "pip", "install", "--no-deps", "--ignore-requires-python", *client.extra_no_deps])
     with open(log, "w") as out:
         for command in commands:
             out.write("$ " + " ".join(command) + "\n")
@@ -284,10 +286,12 @@ def main(argv: list[str] | None = None) -> None:
 
     if "clients" in args.only:
         args.venv_root.mkdir(parents=True, exist_ok=True)
-        rows = []
+        rows, built = [], {}
         for key in args.clients:
             client = CLIENTS[key]
-            python, error = build_venv(key, client, args.venv_root, args.fresh)
+            if client.venv not in built:
+                built[client.venv] = build_venv(client, args.venv_root, args.fresh)
+            python, error = built[client.venv]
             for env_id in args.ids:
                 if python is None:
                     rows.append(Row(client.name, env_id, False, 0, None, error))
