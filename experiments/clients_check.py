@@ -7,7 +7,7 @@ Three checks, each printing a markdown table and writing it under ``--out``
    ``pip install torch==2.13.0 <client> -e <this repo>`` in one command, so torch stays the CPU
    2.13.0). Each client is driven by env id only, the way its own docs do it, for ``--steps``
    steps on each id of ``--ids``: SB3 (``make_vec_env(id, n_envs=4)`` + PPO), TorchRL
-   (``GymEnv(id)`` + ``SyncDataCollector``), Tianshou 2 (``EnvFactoryRegistered(task=id)``
+   (``GymEnv(id)`` + ``Collector``), Tianshou 2 (``EnvFactoryRegistered(task=id)``
    + its PPO experiment), and CleanRL's own ``ppo.py`` / ``dqn.py`` from the PyPI ``cleanrl``
    package, run as shipped (``python -m cleanrl.ppo --env-id <id>``). A row says whether it
    worked, its env steps per second (the client's own loop: training included), and the first
@@ -61,11 +61,11 @@ print(json.dumps({"steps": model.num_timesteps, "seconds": time.perf_counter() -
 """
 TORCHRL = """
 import json, sys, time
-from torchrl.collectors import SyncDataCollector
+from torchrl.collectors import Collector  # SyncDataCollector before 0.14
 from torchrl.envs import GymEnv
 env_id, steps = sys.argv[1], int(sys.argv[2])
 env = GymEnv(env_id)
-collector = SyncDataCollector(env, policy=None, frames_per_batch=512, total_frames=steps)
+collector = Collector(env, policy=None, frames_per_batch=512, total_frames=steps)
 start, frames = time.perf_counter(), 0
 for batch in collector:
     frames += batch.numel()
@@ -104,10 +104,11 @@ class Client:
 # --no-deps --ignore-requires-python, beside what its ppo.py and dqn.py import: old gym 0.23.1
 # (ppo.py), gymnasium and SB3 >= 2 (dqn.py: its own check asks for 2.x), tensorboard (both).
 CLEANRL_INSTALL = ("stable-baselines3>=2", "tensorboard", "gym==0.23.1")
+# Tianshou's high-level API (the module of EnvFactoryRegistered) imports rliable: its [eval] extra.
 CLIENTS = {
     "sb3": Client("Stable-Baselines3 (make_vec_env(id) + PPO)", "sb3", ("stable-baselines3",), snippet=SB3),
-    "torchrl": Client("TorchRL (GymEnv(id) + SyncDataCollector)", "torchrl", ("torchrl",), snippet=TORCHRL),
-    "tianshou": Client("Tianshou 2 (EnvFactoryRegistered(task=id) + DQN)", "tianshou", ("tianshou>=2",), snippet=TIANSHOU),
+    "torchrl": Client("TorchRL (GymEnv(id) + Collector)", "torchrl", ("torchrl",), snippet=TORCHRL),
+    "tianshou": Client("Tianshou 2 (EnvFactoryRegistered(task=id) + DQN)", "tianshou", ("tianshou[eval]>=2",), snippet=TIANSHOU),
     "cleanrl-ppo": Client(
         "CleanRL ppo.py (PyPI cleanrl 1.2.0, unmodified)", "cleanrl", CLEANRL_INSTALL, module="cleanrl.ppo",
         module_args=("--cuda", "False", "--num-envs", "4", "--num-steps", "128"), extra_no_deps=("cleanrl==1.2.0",),
@@ -260,7 +261,7 @@ def ppo_parity_table(base: str, steps: int, seed: int) -> str:
         f"({len(test.rows):,} queries). Random routing: {test.reward_matrix.mean():.4f}; "
         f"best single model: {test.reward_matrix.mean(axis=0).max():.4f}; oracle: {test.reward_matrix.max(axis=1).mean():.4f}.",
         "",
-        "| route | held-out mean reward | accuracy | mean joules (derived) | train seconds |",
+        "| route | held-out mean reward | accuracy | mean joules (the tournament's, synthetic for a preset) | train seconds |",
         "|---|---:|---:|---:|---:|",
     ]
     for route, reward, accuracy, joules, seconds in rows:
