@@ -22,7 +22,8 @@ Three checks, each printing a markdown table and writing it under ``--out``
     OMP_NUM_THREADS=1 python experiments/clients_check.py --only reset-share parity
     OMP_NUM_THREADS=1 python experiments/clients_check.py --only clients --clients sb3 torchrl
 
-Venvs are kept and reused (``--fresh`` rebuilds them); their install logs sit beside them.
+Venvs are kept and reused (``--fresh`` rebuilds them); their install logs sit beside them. A run
+of some clients replaces their rows in ``clients.json`` and rewrites ``table.md`` with all rows.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ class Client:
     module: str | None = None  # CleanRL: `python -m <module> --env-id ID --total-timesteps N ...`
     module_args: tuple[str, ...] = ()
     extra_no_deps: tuple[str, ...] = ()
+    module_prefix: bool = True  # pass `routing_gym:<id>` (gymnasium imports the module); old gym: the plain id
 
 
 # cleanrl 1.2.0 (its latest on PyPI) declares Requires-Python <3.11 and pins gym 0.23.1,
@@ -112,6 +114,7 @@ CLIENTS = {
     "cleanrl-ppo": Client(
         "CleanRL ppo.py (PyPI cleanrl 1.2.0, unmodified)", "cleanrl", CLEANRL_INSTALL, module="cleanrl.ppo",
         module_args=("--cuda", "False", "--num-envs", "4", "--num-steps", "128"), extra_no_deps=("cleanrl==1.2.0",),
+        module_prefix=False,  # gym 0.23 reads `routing_gym:RoutingGym` as a namespace; its plugin hook registers the ids
     ),
     "cleanrl-dqn": Client(
         "CleanRL dqn.py (PyPI cleanrl 1.2.0, unmodified)", "cleanrl", CLEANRL_INSTALL, module="cleanrl.dqn",
@@ -184,6 +187,14 @@ def run_client(client: Client, python: Path, env_id: str, steps: int, workdir: P
         return Row(client.name, env_id, True, int(report["steps"]), report["steps"] / report["seconds"], "")
     sps = re.findall(r"SPS:\s*([\d.]+)", output)  # CleanRL prints its own steps per second
     return Row(client.name, env_id, True, steps, float(sps[-1]) if sps else None, "")
+
+
+def merged_rows(path: Path, new: list[Row]) -> list[Row]:
+    """The rows of an earlier run at ``path`` with this run's rows in place of theirs (same
+    client and id), so checking one client again updates its rows of the table."""
+    old = [Row(**row) for row in json.loads(path.read_text())] if path.exists() else []
+    fresh = {(r.client, r.env_id) for r in new}
+    return [r for r in old if (r.client, r.env_id) not in fresh] + new
 
 
 def clients_table(rows: list[Row]) -> str:
@@ -298,11 +309,15 @@ def main(argv: list[str] | None = None) -> None:
                     rows.append(Row(client.name, env_id, False, 0, None, error))
                     continue
                 # The module:id form: gymnasium imports routing_gym, which registers the ids.
-                rows.append(run_client(client, python, f"routing_gym:{env_id}", args.steps, args.venv_root / f"{key}-runs", args.timeout))
+                name = f"routing_gym:{env_id}" if client.module_prefix else env_id
+                rows.append(run_client(client, python, name, args.steps, args.venv_root / f"{key}-runs", args.timeout))
                 print(clients_table(rows[-1:]).splitlines()[-1], flush=True)
+        rows = merged_rows(args.out / "clients.json", rows)
         table = clients_table(rows)
         header = (f"Each client in its own venv (`pip install {TORCH} <client> -e .`), driven by env id only, "
-                  f"{args.steps:,} env steps per run, one CPU thread.\n\n")
+                  f"{args.steps:,} env steps per run, one CPU thread. steps/s is the client's whole loop (training "
+                  f"included) on this machine ({os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.0f} at the end "
+                  "of the last run), so compare rows only roughly.\n\n")
         (args.out / "table.md").write_text(header + table + "\n")
         (args.out / "clients.json").write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
         print(table)

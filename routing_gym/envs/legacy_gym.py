@@ -3,8 +3,10 @@
 Code written against ``gym`` still ships: the PyPI ``cleanrl`` package's ``ppo.py`` imports
 ``gym`` 0.23 and calls ``gym.make(env_id)``. ``register_legacy_ids`` adds every
 ``-features`` and ``-features-stream`` id to ``gym``'s registry when ``gym`` is already
-imported (``gym.make("routing_gym:<id>")`` imports routing_gym from inside gym); it never
-imports ``gym`` itself. The ``Dict`` ids stay out: old ``gym`` has no ``Text`` space.
+imported; it never imports ``gym`` itself. Old gym runs ``register_gym_plugin`` when it is
+imported (routing-gym's ``gym.envs`` entry point), so a plain id works there: gym 0.23 reads
+``routing_gym:RoutingGym/...`` as a namespace and never imports the module. The ``Dict`` ids
+stay out: old ``gym`` has no ``Text`` space.
 
 ``LegacyGymEnv`` is the gymnasium env behind the old API: ``seed(s)`` seeds the next
 ``reset()``, ``reset()`` returns the observation (and the info with ``return_info=True``),
@@ -24,13 +26,21 @@ import gymnasium
 def register_legacy_ids(env_ids: list[str]) -> None:
     """Register ``env_ids`` in ``gym``'s registry if ``gym`` (the old package) is imported."""
     gym = sys.modules.get("gym")
-    registry = getattr(getattr(gym, "envs", None), "registry", None)
-    if registry is None or _version(getattr(gym, "__version__", "0")) >= (0, 26):
+    # From sys.modules: while gym imports its plugins, `gym.envs` is not yet bound on `gym`.
+    registry = getattr(sys.modules.get("gym.envs.registration"), "registry", None)
+    if gym is None or registry is None or _version(getattr(gym, "__version__", "0")) >= (0, 26):
         return  # gym 0.26 has gymnasium's five-value step: not the API this adapter serves
     known = set(getattr(registry, "env_specs", registry))
     for env_id in env_ids:
-        if env_id not in known:
-            gym.register(id=env_id, entry_point="routing_gym.envs.legacy_gym:LegacyGymEnv", kwargs={"env_id": env_id})
+        if env_id not in known:  # the registry's own method: gym.register is unbound while gym imports plugins
+            registry.register(env_id, entry_point="routing_gym.envs.legacy_gym:LegacyGymEnv", kwargs={"env_id": env_id})
+
+
+def register_gym_plugin() -> None:
+    """Old gym's plugin hook (entry point group ``gym.envs``), run while ``gym`` is imported."""
+    from routing_gym.envs.registration import features_ids, stream_ids
+
+    register_legacy_ids(features_ids() + stream_ids())
 
 
 def _version(text: str) -> tuple[int, ...]:
