@@ -317,7 +317,9 @@ def main(argv: list[str] | None = None) -> None:
         header = (f"Each client in its own venv (`pip install {TORCH} <client> -e .`), driven by env id only, "
                   f"{args.steps:,} env steps per run, one CPU thread. steps/s is the client's whole loop (training "
                   f"included) on this machine ({os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.0f} at the end "
-                  "of the last run), so compare rows only roughly.\n\n")
+                  "of the last run), so compare rows only roughly. CleanRL: `cleanrl==1.2.0` with `--no-deps "
+                  "--ignore-requires-python` beside gym 0.23.1, SB3 2.x and tensorboard (its declared pins, Python < 3.11 "
+                  "and SB3 1.2.0 among them, cannot install here).\n\n")
         (args.out / "table.md").write_text(header + table + "\n")
         (args.out / "clients.json").write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
         print(table)
