@@ -17,7 +17,7 @@ def add_commands(cli) -> None:
         description="Train each agent x seed on the training split, route the held-out split, score every "
         "method under one common reward, and write results.json, summary.csv, per_seed.csv, per_benchmark.csv, "
         "dominance.csv, table.md and pareto.png, selection.png, regret.png to --out; every method gets its routing gain "
-        "over the fixed-model hull. Progress goes to stderr. Exit status 2 for bad settings (before any training), "
+        "over the fixed-model hull and its content gain over the task-aware hull (beyond routing by the benchmark label). Progress goes to stderr. Exit status 2 for bad settings (before any training), "
         "1 if any run failed (outputs are still written).",
     )
     p.add_argument("--tournament", default="default", help="tournament directory or preset name (default: %(default)s)")
@@ -52,9 +52,12 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--executor", default=None, choices=EXECUTORS,
                    help="where agent x seed cells run: local (one after another), process (a process pool here), "
-                   "ray (Ray tasks; a local Ray unless --ray-address / RAY_ADDRESS) (default: local)")
+                   "ray (Ray tasks: on --ray-address / RAY_ADDRESS, else on a Ray that `ray start` left running "
+                   "here, else on a local Ray started for the run) (default: local)")
     p.add_argument("--workers", type=int, default=None, help="process pool size / CPUs of a local Ray (default: every CPU)")
-    p.add_argument("--ray-address", default=None, help="Ray cluster to use, e.g. auto or 10.0.0.1:6379 (default: RAY_ADDRESS)")
+    p.add_argument("--ray-address", default=None,
+                   help="Ray head to use: HOST:PORT given to `ray start --head`, or auto (default: RAY_ADDRESS); a head "
+                   "with token authentication needs its token on this machine (docs/scaling.md)")
     p.add_argument("--max-retries", type=int, default=None,
                    help=f"further attempts of a cell whose worker process died (default: {DEFAULT_MAX_RETRIES})")
 
