@@ -3,8 +3,8 @@
 Code written against ``gym`` still ships: the PyPI ``cleanrl`` package's ``ppo.py`` imports
 ``gym`` 0.23 and calls ``gym.make(env_id)``. ``register_legacy_ids`` adds every
 ``-features`` and ``-features-stream`` id to ``gym``'s registry when ``gym`` is already
-imported; it never imports ``gym`` itself. Old gym runs ``register_gym_plugin`` when it is
-imported (routing-gym's ``gym.envs`` entry point), so a plain id works there: gym 0.23 reads
+imported; it never imports ``gym`` itself. Old gym runs ``registration.register_gym_plugin``
+when it is imported (routing-gym's ``gym.envs`` entry point), so a plain id works there: gym 0.23 reads
 ``routing_gym:RoutingGym/...`` as a namespace and never imports the module. The ``Dict`` ids
 stay out: old ``gym`` has no ``Text`` space.
 
@@ -34,13 +34,6 @@ def register_legacy_ids(env_ids: list[str]) -> None:
     for env_id in env_ids:
         if env_id not in known:  # the registry's own method: gym.register is unbound while gym imports plugins
             registry.register(env_id, entry_point="routing_gym.envs.legacy_gym:LegacyGymEnv", kwargs={"env_id": env_id})
-
-
-def register_gym_plugin() -> None:
-    """Old gym's plugin hook (entry point group ``gym.envs``), run while ``gym`` is imported."""
-    from routing_gym.envs.registration import features_ids, stream_ids
-
-    register_legacy_ids(features_ids() + stream_ids())
 
 
 def _version(text: str) -> tuple[int, ...]:

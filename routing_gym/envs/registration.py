@@ -38,6 +38,7 @@ import gymnasium as gym
 
 from routing_gym.envs.budget_env import BudgetRoutingEnv
 from routing_gym.envs.changing_pool_env import ChangingPoolEnv
+from routing_gym.envs.legacy_gym import register_legacy_ids
 from routing_gym.envs.multiturn_env import MultiTurnRoutingEnv
 from routing_gym.envs.replay import unexpected_keyword_error
 from routing_gym.envs.routing_env import RoutingEnv, default_config
@@ -222,6 +223,10 @@ def register_all() -> None:
             streams = "stream" in extra
             vector_entry = vector if vector is not None and not streams else functools.partial(make_sync_vector_env, variant)
             gym.register(variant, entry_point=entry_point, vector_entry_point=vector_entry, kwargs={**base, **extra})
-    from routing_gym.envs.legacy_gym import register_legacy_ids
+    register_gym_plugin()  # into old gym's registry too, when it is loaded
 
-    register_legacy_ids(features_ids() + stream_ids())  # into old gym's registry too, when it is loaded
+
+def register_gym_plugin() -> None:
+    """The Box ids in old gym's registry (if gym is loaded); also old gym's plugin hook (entry
+    point group ``gym.envs``), which it runs while it is imported."""
+    register_legacy_ids(features_ids() + stream_ids())
