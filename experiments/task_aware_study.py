@@ -4,8 +4,7 @@ For paper-pool, specialist-pool, zeroeval-math and llmrouter: ``routing-gym comp
 default agents, ``per-benchmark`` among them, 5 seeds) into ``task_aware/<tournament>/compare``
 (the older ``compare-paper-pool`` / ``compare-zeroeval-math`` folders keep their SB3 and
 text-controller rows, which take far longer to rerun) and ``routing-gym frontier`` (its default
-agents: cost-aware, knn, uniroute, linucb, per-benchmark) into ``frontier-<tournament>``
-(llmrouter's under ``task_aware/llmrouter/frontier`` until its duplicate-free rebuild lands),
+agents: cost-aware, knn, uniroute, linucb, per-benchmark) into ``frontier-<tournament>``,
 then ``summary.md`` / ``summary.json`` under ``experiments/results/task_aware/``: routing gain
 and content gain of every agent, and each curve's mean gain over both hulls.
 
@@ -35,12 +34,12 @@ from routing_gym.eval.hull import content_verdict
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "experiments" / "results"
 CELLS = ROOT / ".cache" / "task_aware"
-# tournament -> (compare folder, frontier folder); llmrouter apart until its duplicate-free rebuild lands
+# tournament -> (compare folder, frontier folder)
 FOLDERS = {
     "paper-pool": ("task_aware/paper-pool/compare", "frontier-paper-pool"),
     "specialist-pool": ("task_aware/specialist-pool/compare", "frontier-specialist-pool"),
     "zeroeval-math": ("task_aware/zeroeval-math/compare", "frontier-zeroeval-math"),
-    "llmrouter": ("task_aware/llmrouter/compare", "task_aware/llmrouter/frontier"),
+    "llmrouter": ("task_aware/llmrouter/compare", "frontier-llmrouter"),
 }
 PARTS = ("compare", "frontier", "summary")
 

@@ -1,4 +1,4 @@
-"""The MMLU-Pro builder: published correctness, per-answer tokens and energy, the grouped split."""
+"""The MMLU-Pro builder: published correctness, per-answer tokens and energy, the split."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from routing_gym.errors import RoutingGymError
@@ -15,8 +16,6 @@ from routing_gym.sources.mmlu_pro import (
     accuracy_table,
     available_models,
     build_mmlu_pro_tournament,
-    group_keys,
-    grouped_split,
     load_run,
     repository_rule,
 )
@@ -71,19 +70,19 @@ def test_split_is_grouped_and_stratified(built) -> None:
     assert share[big[big].index].between(0.1, 0.3).all()
 
 
-def test_grouped_split_keeps_groups_together() -> None:
-    rng = np.random.default_rng(0)
-    groups = np.array([f"g{i}" for i in rng.integers(0, 300, 1000)], dtype=object)
-    benchmarks = np.array(["a", "b"], dtype=object)[rng.integers(0, 2, 1000)]
-    split = grouped_split(benchmarks, groups, {"train": 0.8, "test": 0.2}, seed=3)
-    assert all(len(set(split[groups == g])) == 1 for g in np.unique(groups))
-    assert 0.15 < (split == "test").mean() < 0.25
-    assert (grouped_split(benchmarks, groups, {"train": 0.8, "test": 0.2}, seed=3) == split).all()
+def test_split_record_is_true_of_the_built_tournament(built) -> None:
+    from routing_gym.sources import BUILD_VERSIONS
+    from routing_gym.tournament.duplicates import duplicate_counts, question_groups
 
-
-def test_group_keys_normalise_case_and_space_but_not_options() -> None:
-    keys = group_keys(["What  is X?", "what is x?", "What is X?"], [["1", "2"], ["1", "2"], ["1", "3"]])
-    assert keys[0] == keys[1] != keys[2]
+    tournament, _ = built
+    queries = tournament.queries
+    assert duplicate_counts(queries["prompt"], queries["split"])["cross_split_texts"] == 0
+    stems = pd.Series(queries["split"].to_numpy()).groupby(question_groups(queries["prompt"].str.split("\nOptions:\n").str[0]))
+    card = tournament.card
+    assert card.split["cross_split_stems"] == int(stems.nunique().gt(1).sum())
+    assert card.split["seed"] == 0 and card.split["proportions"] == {"train": 0.8, "test": 0.2}
+    assert any(note.startswith("split: ") and f"{card.split['cross_split_stems']} question stems" in note for note in card.notes)
+    assert card.extra["build_version"] == BUILD_VERSIONS["mmlu-pro"]
 
 
 def test_repository_rule_guesses_only_when_nothing_is_found() -> None:

