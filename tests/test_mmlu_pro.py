@@ -77,11 +77,13 @@ def test_split_record_is_true_of_the_built_tournament(built) -> None:
     tournament, _ = built
     queries = tournament.queries
     assert duplicate_counts(queries["prompt"], queries["split"])["cross_split_texts"] == 0
-    stems = pd.Series(queries["split"].to_numpy()).groupby(question_groups(queries["prompt"].str.split("\nOptions:\n").str[0]))
+    stem_groups = question_groups(queries["prompt"].str.split("\nOptions:\n").str[0])  # the question without options
+    stems = pd.Series(queries["split"].to_numpy()).groupby(stem_groups)
     card = tournament.card
     assert card.split["cross_split_stems"] == int(stems.nunique().gt(1).sum())
     assert card.split["seed"] == 0 and card.split["proportions"] == {"train": 0.8, "test": 0.2}
-    assert any(note.startswith("split: ") and f"{card.split['cross_split_stems']} question stems" in note for note in card.notes)
+    stem_note = f"{card.split['cross_split_stems']} question stems"
+    assert any(note.startswith("split: ") and stem_note in note for note in card.notes)
     assert card.extra["build_version"] == BUILD_VERSIONS["mmlu-pro"]
 
 

