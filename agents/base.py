@@ -284,6 +284,9 @@ class Agent(ABC):
     name: ClassVar[str] = "agent"
     feedback: ClassVar[Feedback] = "full"
     privileged: frozenset[str] = frozenset()  # subset of PRIVILEGES; non-empty: not deployable
+    # False: fit ignores FitContext.reward (it learns from correctness and joules, or from an
+    # objective of its own), so the agent routes the same under every reward; compare marks its rows.
+    trains_on_reward: ClassVar[bool] = True
 
     @property
     def deployable(self) -> bool:

@@ -72,14 +72,14 @@ def executor_settings(args: argparse.Namespace) -> dict:
 
 
 def _json_arg(text: str, option: str) -> dict:
-    from routing_gym.errors import RoutingGymError
+    from routing_gym.errors import UsageError
 
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise RoutingGymError(f"{option}: not valid JSON ({exc}): {text!r}") from None
+        raise UsageError(f"{option}: not valid JSON ({exc}): {text!r}") from None
     if not isinstance(value, dict):
-        raise RoutingGymError(f"{option}: expected a JSON object, got {text!r}")
+        raise UsageError(f"{option}: expected a JSON object, got {text!r}")
     return value
 
 
@@ -88,8 +88,6 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from routing_gym.errors import RoutingGymError
-
     if args.list_agents:
         from routing_gym_agents import list_agents
 
@@ -98,11 +96,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("default")
         warnings.showwarning = _one_line_warning
-        try:
-            return _run(args)
-        except (RoutingGymError, FileNotFoundError) as exc:  # bad settings, found before any training
-            print(f"routing-gym compare: error: {exc}", file=sys.stderr)
-            return 2
+        return _run(args)  # errors: routing_gym.cli.exit_status (bad settings 2, bad data 1)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -53,8 +53,6 @@ def _json_object(text: str, option: str) -> dict:
 
 
 def cmd_frontier(args: argparse.Namespace) -> int:
-    from routing_gym.cli import UsageError
-    from routing_gym.errors import RoutingGymError
     from routing_gym.eval.frontier import FrontierConfig, run_frontier, write_frontier_outputs
 
     config = FrontierConfig(
@@ -64,10 +62,7 @@ def cmd_frontier(args: argparse.Namespace) -> int:
         coefficients={"lambda_e": args.lambda_e}, train_split=args.train_split, test_split=args.test_split,
         n_bootstrap=args.bootstrap,
     )
-    try:
-        result = run_frontier(config)
-    except RoutingGymError as exc:  # bad settings, found before any training
-        raise UsageError(str(exc)) from None
+    result = run_frontier(config)  # bad settings raise UsageError before any training
     paths = write_frontier_outputs(result, args.out, plots=not args.no_plots)
     print(paths["table.md"].read_text())
     print(f"wrote {', '.join(sorted(p.name for p in paths.values()))} to {args.out} in {result.elapsed_s:.1f} s")

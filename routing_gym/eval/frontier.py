@@ -40,7 +40,7 @@ import pandas as pd
 
 from routing_gym.envs import ObservationBatch, Reward
 from routing_gym.envs.rewards import DEFAULT_INVALID_PENALTY
-from routing_gym.errors import RoutingGymError
+from routing_gym.errors import RoutingGymError, UsageError
 from routing_gym.eval.jsonsafe import strict_json
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.pareto import pareto_front
@@ -94,9 +94,9 @@ def check_grid(values: Sequence[float], where: str) -> tuple[float, ...]:
     try:
         grid = tuple(float(v) for v in values)
     except (TypeError, ValueError):
-        raise RoutingGymError(f"{where}: expected a list of numbers, got {values!r}") from None
+        raise UsageError(f"{where}: expected a list of numbers, got {values!r}") from None
     if not grid or not all(math.isfinite(v) for v in grid) or len(set(grid)) != len(grid):
-        raise RoutingGymError(f"{where}: expected distinct finite numbers (at least one), got {list(values)!r}")
+        raise UsageError(f"{where}: expected distinct finite numbers (at least one), got {list(values)!r}")
     return grid
 
 
@@ -106,11 +106,11 @@ def carve_validation(t: Tournament, train_split: str = "train", share: float = 0
     ``<train>:validation`` (``share`` of each benchmark's training rows, seeded, rounded to
     the nearest row); every other row keeps its split, so test rows are never touched."""
     if not 0 < share < 1:
-        raise RoutingGymError(f"validation share (--validation-share) must be in (0, 1), got {share}")
+        raise UsageError(f"validation share (--validation-share) must be in (0, 1), got {share}")
     fit_name, validation_name = f"{train_split}:fit", f"{train_split}:validation"
     taken = {fit_name, validation_name} & set(t.splits)
     if taken:
-        raise RoutingGymError(f"{t.card.name}: split name(s) {sorted(taken)} already exist; cannot carve a validation part")
+        raise UsageError(f"{t.card.name}: split name(s) {sorted(taken)} already exist; cannot carve a validation part")
     train_rows = t.split_rows(train_split)
     split = t.queries["split"].to_numpy(dtype=object).copy()
     benchmarks = t.queries["benchmark"].to_numpy()
@@ -123,7 +123,7 @@ def carve_validation(t: Tournament, train_split: str = "train", share: float = 0
         split[rows[n_val:]] = fit_name
     for name in (fit_name, validation_name):
         if not (split == name).any():
-            raise RoutingGymError(f"{t.card.name}: a validation share of {share} leaves split {name!r} empty "
+            raise UsageError(f"{t.card.name}: a validation share of {share} leaves split {name!r} empty "
                                   f"({len(train_rows)} training rows)")
     queries = t.queries.copy()
     queries["split"] = split.astype(str)
@@ -156,14 +156,14 @@ class FrontierConfig:
 
     def check(self) -> None:
         if self.n_bootstrap < MIN_BOOTSTRAP:
-            raise RoutingGymError(f"n_bootstrap (--bootstrap) must be >= {MIN_BOOTSTRAP}, got {self.n_bootstrap}")
+            raise UsageError(f"n_bootstrap (--bootstrap) must be >= {MIN_BOOTSTRAP}, got {self.n_bootstrap}")
         if not 0 < self.confidence < 1:
-            raise RoutingGymError(f"confidence must be in (0, 1), got {self.confidence}")
+            raise UsageError(f"confidence must be in (0, 1), got {self.confidence}")
         if not self.agents:
-            raise RoutingGymError("no agents given")
+            raise UsageError("no agents given")
         unknown = (set(self.grids) | set(self.agent_kwargs)) - set(self.agents)
         if unknown:
-            raise RoutingGymError(f"--grid / --agent-kwargs name agents not in the run: {sorted(unknown)}")
+            raise UsageError(f"--grid / --agent-kwargs name agents not in the run: {sorted(unknown)}")
 
 
 @dataclass
@@ -246,7 +246,7 @@ def agent_knob(agent: Any) -> CostKnob:
     """The agent's ``cost_knob``; a clear error for an agent without one."""
     knob = getattr(agent, "cost_knob", None)
     if not isinstance(knob, CostKnob):
-        raise RoutingGymError(
+        raise UsageError(
             f"agent {agent.name!r} exposes no cost knob: declare `cost_knob = CostKnob(parameter, applies, cheaper_when, "
             "grid)` (routing_gym.eval.frontier) on the agent to draw its curve"
         )
@@ -267,21 +267,21 @@ def _plan_agent(name: str, config: FrontierConfig) -> tuple[CostKnob, tuple[floa
             else:
                 make_agent(name, **{**kwargs, knob.parameter: value})
     except (TypeError, ValueError) as exc:
-        raise RoutingGymError(f"agent {name!r}: {exc}") from None
+        raise UsageError(f"agent {name!r}: {exc}") from None
     return knob, grid
 
 
 def run_frontier(config: FrontierConfig) -> FrontierResult:
     """Sweep every agent's knob, choose points on validation, report them on test."""
     from routing_gym.sources import resolve_tournament
-    from routing_gym_agents.registry import list_agents
+    from routing_gym_agents.registry import list_agents, unknown_agent_error
 
     start = time.perf_counter()
     config.check()
     registered = list_agents()
     for name in config.agents:
         if name not in registered:
-            raise RoutingGymError(f"unknown agent {name!r}; registered: {', '.join(registered)}")
+            raise unknown_agent_error(name)
     plans = {name: _plan_agent(name, config) for name in config.agents}
     t = carve_validation(resolve_tournament(config.tournament), config.train_split, config.validation_share,
                          config.validation_seed)

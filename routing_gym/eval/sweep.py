@@ -11,7 +11,7 @@ reward grid and where cells run::
       - {name: gated_rank, grid: {lambda_e: [0.2, 0.4]}}
     executor: ray          # local | process | ray
     workers: 2             # optional; also ray_address, max_retries, imports, bootstrap,
-    out: sweep-results     #   train_split, test_split, fixed_models, plots
+    out: sweep-results     #   train_split, test_split, fixed_models, plots, allow_ungated
 
 Every tournament x reward setting gets its own folder under ``out``
 (``<tournament>__<reward>__<coefficient=value,...>``) holding the usual compare
@@ -31,16 +31,16 @@ from typing import Any
 import pandas as pd
 
 from routing_gym.configfile import read_config_file
-from routing_gym.errors import RoutingGymError
+from routing_gym.errors import UsageError
 from routing_gym.eval.executors import DEFAULT_MAX_RETRIES, EXECUTORS
 
 _KEYS = {"tournaments", "agents", "seeds", "rewards", "executor", "workers", "ray_address", "max_retries", "imports",
-         "bootstrap", "train_split", "test_split", "fixed_models", "plots", "out"}
+         "bootstrap", "train_split", "test_split", "fixed_models", "plots", "out", "allow_ungated"}
 COMBINED_COLUMNS = ("accuracy", "mean_energy_j", "routing_gain_pp", "joules_saved_pct", "mean_reward", "top1_share",
                     "seeds_ok", "seeds_failed")
 
 
-class SweepConfigError(RoutingGymError):
+class SweepConfigError(UsageError):
     """A sweep config that cannot work; the message names the file and the field."""
 
 
@@ -76,6 +76,7 @@ class SweepConfig:
     fixed_models: bool = True
     plots: bool = True
     out: str = "sweep-results"
+    allow_ungated: bool = False  # study reward settings that break the gate (compare --allow-ungated)
     source: str = "<memory>"
 
 
@@ -115,7 +116,7 @@ def sweep_config_from_dict(data: Any, source: str = "<memory>") -> SweepConfig:
     config = SweepConfig(tournaments, agents, agent_kwargs, seeds, rewards, source=source)
     for key, kind in (("executor", str), ("workers", int), ("ray_address", str), ("max_retries", int),
                       ("bootstrap", int), ("train_split", str), ("test_split", str), ("fixed_models", bool),
-                      ("plots", bool), ("out", str)):
+                      ("plots", bool), ("out", str), ("allow_ungated", bool)):
         if key in data:
             value = data[key]
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
