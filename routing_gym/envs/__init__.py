@@ -25,7 +25,7 @@ from routing_gym.envs.rewards import (
     register_reward,
 )
 from routing_gym.envs.routing_env import RoutingEnv, default_config
-from routing_gym.envs.vector_env import RoutingVectorEnv
+from routing_gym.envs.vector_env import RoutingVectorEnv, to_sb3
 from routing_gym.eval.scoring import BatchResult
 from routing_gym.envs import reward_variants  # noqa: E402,F401  (registers the reward variants)
 
@@ -62,4 +62,5 @@ __all__ = [
     "rank_penalty",
     "register_reward",
     "registered_ids",
+    "to_sb3",
 ]
