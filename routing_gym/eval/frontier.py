@@ -526,6 +526,42 @@ def markdown_report(result: FrontierResult) -> str:
     return "\n".join(lines)
 
 
+# Where a knob value's label may sit around its point (points): the first free one is used.
+_KNOB_LABEL_OFFSETS = ((4, 3), (4, -10), (-4, 3), (-4, -10), (4, 12), (-4, 12), (4, -19), (-4, -19))
+
+
+def label_knob_values(ax: Any, labels: Sequence[tuple[float, float, str, Any]],
+                      points: Sequence[tuple[float, float]] = ()) -> list[Any]:
+    """Write each ``(x, y, text, colour)`` knob value beside its point at the first offset whose
+    text box overlaps no label placed before and no marker of ``points``; a label with no free
+    offset is left out (crowded points near one joule value overlapped; every value is in
+    ``points.csv`` and ``table.md``). Call after the axes' scale is set. Returns the labels drawn."""
+    ax.autoscale_view()
+    renderer = ax.figure.canvas.get_renderer()
+    pad = 3.0 * ax.figure.dpi / 72  # a marker's half-size, in pixels
+    taken = []
+    for x, y in [*points, *((lx, ly) for lx, ly, _, _ in labels)]:
+        px, py = ax.transData.transform((x, y))
+        taken.append((px - pad, py - pad, px + pad, py + pad))
+    drawn = []
+    for x, y, text, colour in labels:
+        for dx, dy in _KNOB_LABEL_OFFSETS:
+            note = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=7, color=colour,
+                               ha="left" if dx >= 0 else "right", va="bottom")
+            box = note.get_window_extent(renderer)
+            corners = (box.x0, box.y0, box.x1, box.y1)
+            if not any(_boxes_overlap(corners, other) for other in taken):
+                taken.append(corners)
+                drawn.append(note)
+                break
+            note.remove()
+    return drawn
+
+
+def _boxes_overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
 def plot_frontier(result: FrontierResult, path: str | Path) -> Path:
     """Accuracy vs mean joules on test: fixed models, their hull, and every agent's chosen points
     joined in joule order (validation never drawn)."""
@@ -544,18 +580,19 @@ def plot_frontier(result: FrontierResult, path: str | Path) -> Path:
             zorder=1, label="fixed-model hull (random mixes)")
     drawn = [c for c in result.curves if not c.error and c.selected]
     points = [(f["mean_energy_j"], 100 * f["accuracy"]) for f in fixed]
+    knob_labels: list[tuple[float, float, str, Any]] = []
     for colour, c in zip(distinct_colours(len(drawn)), drawn):
         sel = c.selected
         x, y = [p.test_energy_j for p in sel], [100 * p.test_accuracy for p in sel]
         gain = c.summary.get("mean_gain_pp", math.nan)
         label = f"{c.agent} ({c.knob.parameter}; mean gain {gain:+.2f} pp)" if math.isfinite(gain) else f"{c.agent} ({c.knob.parameter})"
         ax.plot(x, y, marker="o", color=colour, linewidth=1.5, markersize=5, zorder=3, label=label)
-        for p, xi, yi in zip(sel, x, y):
-            ax.annotate(f"{p.value:g}", (xi, yi), textcoords="offset points", xytext=(3, 3), fontsize=6, color=colour)
+        knob_labels += [(xi, yi, f"{p.value:g}", colour) for p, xi, yi in zip(sel, x, y)]
         points += list(zip(x, y))
     joules = [p[0] for p in points]
     if min(joules) > 0 and max(joules) / min(joules) > 20:
         ax.set_xscale("log")  # fixed models span orders of magnitude in joules
+    label_knob_values(ax, knob_labels, points)
     s = result.settings()
     ax.set_xlabel(f"mean answer energy per test query (J, {s['tournament']['provenance']})")
     ax.set_ylabel("accuracy on test queries (%)")
