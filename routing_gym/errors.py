@@ -52,6 +52,15 @@ def _format_problem(file: str, row: int | None, column: str | None, message: str
     return f"{where}: {message}"
 
 
+def closest_names(name: str, known: list[str], limit: int = 3) -> list[str]:
+    """The registered names most like ``name`` (difflib ratio >= 0.6), keeping only those within
+    0.05 of the best, so a shared prefix ("RoutingGym/...") does not pull in every name."""
+    scored = sorted(((difflib.SequenceMatcher(None, name, k).ratio(), k) for k in known), reverse=True)
+    if not scored or scored[0][0] < 0.6:
+        return []
+    return [k for ratio, k in scored[:limit] if ratio >= scored[0][0] - 0.05]
+
+
 class UnknownNameError(UsageError, KeyError):
     """A name (reward, agent, preset, grader, split) is not registered.
 
@@ -60,7 +69,7 @@ class UnknownNameError(UsageError, KeyError):
 
     def __init__(self, kind: str, name: str, known: list[str], hint: str = ""):
         self.kind, self.name, self.known = kind, name, sorted(known)
-        close = difflib.get_close_matches(str(name), self.known, n=3, cutoff=0.6)
+        close = closest_names(str(name), self.known)
         listed = ", ".join(self.known) or "(none)"
         if close:
             message = f"unknown {kind} {name!r}; did you mean {' or '.join(repr(c) for c in close)}? Registered: {listed}"

@@ -195,8 +195,9 @@ CASES: dict[str, Raises | Warns | Grades | Cli | Script] = {
                                         r"workers: .*script\.py calls this from top-level code outside "
                                         r"'if __name__ == \"__main__\":'.*graded 6 of 6"),
     # ------------------------------------------------------------------ CLI (items 8, 11, 12)
-    "cli-env-check-unknown-id": Cli(("env", "check", "--id", "RoutingGym/Nope-v0"), 2,
-                                    r"^routing-gym env check: error: --id 'RoutingGym/Nope-v0': .*doesn't exist.*RoutingGym/Replay-v0"),
+    "cli-env-check-unknown-id": Cli(("env", "check", "--id", "RoutingGym/Replay-v9"), 2,
+                                    r"^routing-gym env check: error: unknown environment id \(--id\) 'RoutingGym/Replay-v9'; "
+                                    r"did you mean 'RoutingGym/Replay-v0'\?.*RoutingGym/Budget-v0"),
     "cli-env-check-negative-steps": Cli(("env", "check", "--steps", "-1"), 2, r"^routing-gym env check: error: argument --steps: must be >= 1, got -1"),
     "cli-env-check-bad-kwargs": Cli(("env", "check", "--kwargs", "{"), 2, r"^routing-gym env check: error: --kwargs is not valid JSON"),
     "cli-env-check-string-coefficient": Cli(("env", "check", "--tournament", "{tmp}/good", "--kwargs",

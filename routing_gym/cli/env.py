@@ -34,9 +34,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError(f"--kwargs must be a JSON object of env keyword arguments, got {args.kwargs!r}")
     try:
         spec = gym.spec(args.id)
-    except gym.error.Error as exc:
-        known = sorted(i for i in gym.registry if i.startswith("RoutingGym/"))
-        raise UsageError(f"--id {args.id!r}: {str(exc).rstrip('.')}; routing-gym registers {', '.join(known)}") from None
+    except gym.error.Error:
+        from routing_gym.errors import UnknownNameError
+
+        known = [i for i in gym.registry if i.startswith("RoutingGym/")]
+        raise UnknownNameError("environment id (--id)", args.id, known) from None
     if "tournament" in spec.kwargs or args.id == routing_gym.REPLAY_ID:
         kwargs.setdefault("tournament", args.tournament)
     env = gym.make(args.id, **kwargs)
