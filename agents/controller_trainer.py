@@ -40,7 +40,7 @@ import numpy as np
 
 from routing_gym.envs import Reward
 from routing_gym.envs.rewards import oracle_targets
-from routing_gym.eval.scoring import score_actions
+from routing_gym.tournament.scoring import score_actions
 from routing_gym.eval.collapse import normalised_entropy, track_actions
 from routing_gym.tournament import Outcomes, Tournament
 from routing_gym_agents.controller_config import ControllerConfig, LoraSettings

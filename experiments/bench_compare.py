@@ -31,7 +31,7 @@ def one_run(tournament: str, n_bootstrap: int, profile: int) -> dict:
     from routing_gym.eval import compare
 
     timings = {"aggregate_s": 0.0}
-    aggregate = compare._aggregate
+    aggregate = compare.aggregate
 
     def timed_aggregate(*args, **kwargs):
         tic = time.perf_counter()
@@ -40,7 +40,7 @@ def one_run(tournament: str, n_bootstrap: int, profile: int) -> dict:
         finally:
             timings["aggregate_s"] += time.perf_counter() - tic
 
-    compare._aggregate = timed_aggregate
+    compare.aggregate = timed_aggregate  # CompareJob.result looks it up in compare's namespace
     config = compare.CompareConfig(tournament=tournament, seeds=1, n_bootstrap=n_bootstrap, progress=False)
     profiler = None
     if profile:

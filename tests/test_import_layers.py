@@ -144,3 +144,24 @@ def test_envs_never_import_the_agents_package():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not any(n.split(".")[0] == "routing_gym_agents" for n in names), f"{path.name} imports {names}"
+
+
+LAYERS = ("tournament", "sources", "envs", "eval", "cli")  # lowest first
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def test_layers_import_only_downward_at_module_level():
+    upward = sorted((m, d) for m, deps in import_graph().items() for d in deps
+                    if _layer(m) is not None and _layer(d) is not None and _layer(d) > _layer(m))
+    assert upward == []
+
+
+def test_the_scorer_sits_below_the_envs_that_use_it():
+    graph = import_graph()
+    assert "routing_gym.tournament.scoring" in graph["routing_gym.envs.replay"]
+    assert graph["routing_gym.tournament.scoring"] == {"routing_gym.tournament.tournament"}
+    assert "routing_gym.eval.scoring" not in graph  # no shim at the old home

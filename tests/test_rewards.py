@@ -18,7 +18,7 @@ from routing_gym.envs.rewards import (
     rank_penalty,
     register_reward,
 )
-from routing_gym.eval.scoring import coerce_actions, score_actions
+from routing_gym.tournament.scoring import coerce_actions, score_actions
 from routing_gym.errors import GateViolationError, UnknownNameError
 from routing_gym.tournament import Outcomes
 

@@ -26,7 +26,7 @@ from routing_gym.envs.rewards import (
 )
 from routing_gym.envs.routing_env import RoutingEnv, default_config
 from routing_gym.envs.vector_env import RoutingVectorEnv, to_sb3
-from routing_gym.eval.scoring import BatchResult
+from routing_gym.tournament.scoring import BatchResult
 from routing_gym.envs import reward_variants  # noqa: E402,F401  (registers the reward variants)
 
 register_all()

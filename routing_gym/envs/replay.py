@@ -4,7 +4,7 @@
   their own fields by subclassing); ``default_config()`` of each env is ``asdict`` of one.
 - ``ReplayCore``: one split of a tournament as arrays: question texts, benchmark codes, the
   ``[n, K]`` reward of every route, the outcomes, and scoring through the one scorer
-  (``routing_gym.eval.scoring``). Built once per env; the tournament itself is shared read-only.
+  (``routing_gym.tournament.scoring``). Built once per env; the tournament itself is shared read-only.
 - ``QuerySampler``: which query comes next (a seeded permutation per pass, or table order).
 - ``ReplayEnv``: the ``gymnasium.Env`` base holding the three, the question part of the
   observation space, the action rule and ``action_masks()`` (the sb3-contrib convention).
@@ -24,7 +24,7 @@ from gymnasium import spaces
 from routing_gym.envs.observation import ObservationBatch
 from routing_gym.envs.rewards import DEFAULT_INVALID_PENALTY, Reward, resolve_coefficients
 from routing_gym.errors import InvalidActionError, RoutingGymError, UnknownNameError
-from routing_gym.eval.scoring import BatchResult, ScoringTable, action_index
+from routing_gym.tournament.scoring import BatchResult, ScoringTable, action_index
 from routing_gym.tournament import Outcomes, Tournament
 
 ORDERS = ("shuffle", "sequential")
@@ -334,7 +334,7 @@ class ReplayEnv(gym.Env):
     def _checked_action(self, action: Any, n_actions: int, mask: np.ndarray | None = None, mode: str = "raise") -> int | None:
         """The action as an index, or None when it is invalid and ``mode="penalize"``.
 
-        The rule is the scorer's (``routing_gym.eval.scoring``): integers and integral floats
+        The rule is the scorer's (``routing_gym.tournament.scoring``): integers and integral floats
         only; booleans, non-integral values, indices outside ``[0, n_actions)`` or outside
         ``mask`` are invalid."""
         a = action_index(action)

@@ -8,7 +8,7 @@ from gymnasium import spaces
 
 from routing_gym.envs.replay import ReplayEnv, RoutingConfig
 from routing_gym.errors import RoutingGymError
-from routing_gym.eval.scoring import BatchResult, action_index
+from routing_gym.tournament.scoring import BatchResult, action_index
 
 
 def default_config() -> dict[str, Any]:
@@ -69,7 +69,7 @@ class RoutingEnv(ReplayEnv):
 
     ## Batched evaluation
     `evaluate(actions)` scores one action per query of the split in split order, vectorized,
-    with the one scorer of `routing_gym.eval.scoring`; `observations()` gives the matching
+    with the one scorer of `routing_gym.tournament.scoring`; `observations()` gives the matching
     `ObservationBatch`.
     """
 

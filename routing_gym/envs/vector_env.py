@@ -24,7 +24,7 @@ questions. It is the ``vector_entry_point`` of every RoutingGym id, so
   configured. ``observation="features"``: ``float32 [B, d]`` rows of the shared featurizer's
   ``Box`` view (``BoxFeatures``; default featurizer fitted on ``fit_split``), computed once for
   the split, so a neural policy never touches text at step time.
-- **Actions.** One per env, by the single env's rule (``routing_gym.eval.scoring``):
+- **Actions.** One per env, by the single env's rule (``routing_gym.tournament.scoring``):
   ``invalid_action="raise"`` raises ``InvalidActionError`` naming the env before anything
   moves; ``"penalize"`` scores ``invalid_penalty`` for that env only.
 - **Infos** (arrays, each with its gymnasium ``_key`` mask): after ``reset`` and ``step``,
@@ -56,7 +56,7 @@ from routing_gym.envs.replay import QuerySampler, ReplayCore, RoutingConfig
 from routing_gym.envs.rewards import Reward
 from routing_gym.envs.wrappers import BoxFeatures, tournament_featurizer
 from routing_gym.errors import InvalidActionError, RoutingGymError
-from routing_gym.eval.scoring import INVALID, BatchResult, ScoringTable, action_index, coerce_actions
+from routing_gym.tournament.scoring import INVALID, BatchResult, ScoringTable, action_index, coerce_actions
 from routing_gym.tournament import Tournament
 
 OBSERVATIONS = ("dict", "features")

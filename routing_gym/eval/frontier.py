@@ -44,7 +44,7 @@ from routing_gym.errors import RoutingGymError, UsageError
 from routing_gym.eval.jsonsafe import strict_json
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.pareto import pareto_front
-from routing_gym.eval.scoring import score_actions
+from routing_gym.tournament.scoring import score_actions
 from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval
 from routing_gym.tournament import Tournament
 

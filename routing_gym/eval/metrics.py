@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from routing_gym.eval.scoring import BatchResult
+from routing_gym.tournament.scoring import BatchResult
 
 
 def selection_frequencies(actions: np.ndarray, n_models: int) -> np.ndarray:

@@ -8,8 +8,8 @@ integral float (``2``, ``np.int64(2)``, ``2.0``). Booleans, non-integral or non-
 indices outside ``[0, K)`` (or outside the ``allowed`` mask, e.g. models that left the pool) are
 *invalid*: they earn the invalid penalty, count as wrong and cost 0 J / 0 s / 0 W.
 
-This module imports only numpy and the tournament layer, so environments can use it without
-pulling in the rest of ``routing_gym.eval``.
+It lives in the tournament layer (it needs numpy and ``Outcomes`` only), below the
+environments that use it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from routing_gym.tournament import Outcomes
+from routing_gym.tournament.tournament import Outcomes
 
 INVALID = -1  # what an invalid action becomes once coerced
 

@@ -1,0 +1,217 @@
+"""``compare``'s outputs: results.json, the CSVs, table.md (the paper's Table 2 shape with
+notes, hull, per-benchmark and Pareto sections) and the plots (``routing_gym.eval.plots``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from routing_gym.eval import hull as fixed_hull
+from routing_gym.eval.compare_cells import RunRecord
+from routing_gym.eval.compare_stats import CompareResult
+from routing_gym.eval.jsonsafe import strict_json
+
+
+_CURVE_POINTS = 200  # regret curves are stored in results.json downsampled to this many points
+
+
+def write_outputs(result: CompareResult, out_dir: str | Path, plots: bool = True) -> dict[str, Path]:
+    """Write results.json, summary.csv, per_seed.csv, per_benchmark.csv, dominance.csv,
+    table.md and (with ``plots``) pareto.png, selection.png, regret.png; return the paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {name: out / name for name in ("results.json", "summary.csv", "per_seed.csv", "per_benchmark.csv", "dominance.csv", "table.md")}
+
+    summary = pd.DataFrame([{k: v for k, v in r.items() if k != "selection"} for r in result.rows])
+    summary.to_csv(paths["summary.csv"], index=False)
+    per_seed = []
+    for r in result.runs:
+        entry = {"method": r.method, "seed": r.seed, "kind": r.kind, "status": r.status, "fit_s": r.fit_s,
+                 "act_ms_per_query": r.act_ms_per_query, "error": r.error}
+        if r.metrics is not None:
+            entry.update(r.metrics.scalars())
+            entry.update({f"share_{m}": v for m, v in r.metrics.selection.items()})
+        entry.update(r.overhead)
+        if r.collapse is not None:  # online agents: did training collapse onto one model, and when
+            entry.update({f"collapse_{k}": r.collapse[k] for k in ("collapsed", "collapse_step", "collapsed_onto", "final_top1_share")})
+        per_seed.append(entry)
+    pd.DataFrame(per_seed).to_csv(paths["per_seed.csv"], index=False)
+    pd.DataFrame(result.per_benchmark).to_csv(paths["per_benchmark.csv"], index=False)
+    pd.DataFrame(result.dominance).to_csv(paths["dominance.csv"], index=False)
+
+    payload = {
+        "settings": result.settings(),
+        "rows": result.rows,
+        "per_benchmark": result.per_benchmark,
+        "pareto": result.pareto,
+        "significant_dominance": [d for d in result.dominance if d["dominates"]],
+        "regret": {m: _downsample(c) for m, c in result.regret.items()},
+        "runs": [r.to_dict() for r in result.runs],
+        "failures": [r.to_dict() for r in result.failures],
+    }
+    paths["results.json"].write_text(json.dumps(strict_json(payload), indent=1, allow_nan=False))
+    paths["table.md"].write_text(markdown_report(result))
+    if plots:
+        from routing_gym.eval.plots import plot_pareto, plot_regret, plot_selection
+
+        paths["pareto.png"] = plot_pareto(result, out / "pareto.png")
+        paths["selection.png"] = plot_selection(result, out / "selection.png")
+        if result.regret:
+            paths["regret.png"] = plot_regret(result, out / "regret.png")
+    return paths
+
+
+def _downsample(curve: dict[str, Any]) -> dict[str, Any]:
+    length = len(curve["steps"])
+    idx = np.unique(np.linspace(0, length - 1, min(length, _CURVE_POINTS)).round().astype(int)) if length else np.array([], int)
+    return {k: (np.round(v[idx], 4).tolist() if isinstance(v, np.ndarray) else v) for k, v in curve.items()}
+
+
+# ---------------------------------------------------------------------- Markdown
+def _ci(row: dict[str, Any], metric: str, fmt: str, scale: float = 1.0) -> str:
+    if metric not in row:
+        return "—"
+    value, low, high = (row[metric] * scale, row[f"{metric}_ci_low"] * scale, row[f"{metric}_ci_high"] * scale)
+    return format(value, fmt) + f" [{format(low, fmt)}, {format(high, fmt)}]"
+
+
+def markdown_report(result: CompareResult) -> str:
+    """The paper's Table 2 shape plus notes, per-benchmark energy shares, Pareto and failures."""
+    s = result.settings()
+    reward = result.reward.describe()
+    overhead_cols = sorted({k for r in result.rows for k in r if k.startswith(("overhead_", "fit_overhead_"))})
+    header = ["Method", "Deployable", "Accuracy % [95% CI]", "Mean J [95% CI]", "Routing gain pp [95% CI]",
+              "Joules saved % [95% CI]", "Latency s", "Power W",
+              "Top-1 share", f"Reward {reward} [95% CI]", "Invalid"] + [c.replace("overhead_", "overhead ").replace("fit_", "fit ") for c in overhead_cols]
+    lines = [
+        f"# Held-out comparison on {s['tournament']['name']}",
+        "",
+        f"{s['tournament']['n_test']} held-out queries ({s['tournament']['test_split']}), trained on "
+        f"{s['tournament']['n_train']} ({s['tournament']['train_split']}); energy provenance: "
+        f"{s['tournament']['provenance']}; {len(s['seeds'])} seed(s) per agent.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
+    ]
+    for r in result.rows:
+        name = r["method"] + ("" if r["kind"] == "fixed-model" or r["seeds_failed"] == 0 else f" ({r['seeds_ok']}/{r['seeds_ok'] + r['seeds_failed']} seeds)")
+        deployable = "yes" if r["deployable"] else "no"
+        if not r["seeds_ok"]:
+            lines.append(f"| {name} | {deployable} | failed: {r.get('error', '')[:80]} |" + " |" * (len(header) - 3))
+            continue
+        cells = [
+            name, deployable,
+            _ci(r, "accuracy", ".1f", 100.0), _ci(r, "mean_energy_j", ",.1f"),
+            _ci(r, "routing_gain_pp", "+.1f") + _outside_hull(r, "routing_gain_pp"),
+            _ci(r, "joules_saved_pct", "+.1f") + _outside_hull(r, "joules_saved_pct"),
+            f"{r['mean_latency_s']:.2f}", f"{r['mean_power_w']:.0f}",
+            f"{r['top1_share']:.2f} ({r['top1_model']})", _ci(r, "mean_reward", ".3f"),
+            f"{r['invalid_count']:g}",
+        ] + [f"{r[c]:.4g}" if c in r and not math.isnan(r[c]) else "—" for c in overhead_cols]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"Notes. Reward: mean {reward} per held-out query, the same coefficients for every row (rewards under "
+        f"other coefficients are different metrics). Intervals: {s['intervals']}. Agent rows are means over "
+        f"seeds (per-seed spread in summary.csv, `*_seed_sd`); 'always <model>' rows are the fixed models "
+        f"computed directly from the table. Routing gain and joules saved: against the fixed-model hull "
+        f"({s['hull']}); {_OUTSIDE_MARKS}. "
+        f"Invalid: invalid actions per evaluation pass ({s['invalid_actions']}). "
+        f"Top-1 share: share of queries sent to the most used model (collapse indicator). Deployable: 'no' for "
+        f"methods that read held-out outcomes (oracle, output-informed diagnostics).",
+        "",
+    ]
+    lines += [f"**Warning: {w}.**" for w in result.warnings] + ([""] if result.warnings else [])
+    lines += _markdown_hull(result)
+    lines += _markdown_benchmarks(result)
+    lines += _markdown_pareto(result)
+    if result.failures:
+        lines += ["## Failures", ""]
+        grouped: dict[tuple[str, str], list[RunRecord]] = {}
+        for f in result.failures:
+            grouped.setdefault((f.method, f.error), []).append(f)
+        for (method, error), records in grouped.items():
+            lines.append(f"- **{method}** seed(s) {', '.join(str(r.seed) for r in records)}: `{error}`")
+            lines += [f"  - `{frame}`" for frame in records[0].traceback[-2:]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+_OUTSIDE_MARK = {fixed_hull.CHEAPER_THAN_HULL: " (vs cheapest)", fixed_hull.COSTLIER_THAN_HULL: " (vs most accurate)",
+                 fixed_hull.LESS_ACCURATE_THAN_HULL: " (vs cheapest)", fixed_hull.MORE_ACCURATE_THAN_HULL: " (vs most accurate)"}
+_OUTSIDE_MARKS = ("'(vs cheapest)' / '(vs most accurate)': the method lies outside the hull's range and is compared "
+                  "with that end point of the hull")
+
+
+def _outside_hull(row: dict[str, Any], metric: str) -> str:
+    return _OUTSIDE_MARK.get(row.get(f"{metric}_vs", fixed_hull.WITHIN), "")
+
+
+def _markdown_hull(result: CompareResult) -> list[str]:
+    """The hull's vertices and which methods sit above or below it beyond query noise."""
+    hull = result.pareto.get("hull")
+    if not hull:
+        return []
+    conf = f"{result.config.confidence:.0%}"
+    vertices = " → ".join(f"{m} ({j:,.1f} J, {100 * a:.1f} %)" for m, j, a in zip(hull["models"], hull["energy_j"], hull["accuracy"]))
+    agents = [r for r in result.rows if r["seeds_ok"] and r["kind"] != "fixed-model"]
+    above = [r["method"] for r in agents if r["routing_gain_pp_ci_low"] > 0]
+    below = [r["method"] for r in agents if r["routing_gain_pp_ci_high"] < 0]
+    return [
+        "## Routing gain over the fixed-model hull", "",
+        f"Hull (random mixes of fixed models; flat beyond the most accurate one): {vertices}.", "",
+        f"- routes (gain {conf} CI above 0): {', '.join(above) or 'none'}",
+        f"- below the hull (gain {conf} CI below 0): {', '.join(below) or 'none'}",
+        f"- not distinguishable from mixing fixed models: "
+        f"{', '.join(r['method'] for r in agents if r['method'] not in above + below) or 'none'}",
+        "",
+    ]
+
+
+def _markdown_benchmarks(result: CompareResult) -> list[str]:
+    if not result.per_benchmark:
+        return []
+    frame = pd.DataFrame(result.per_benchmark)
+    benchmarks = sorted(frame["benchmark"].unique())
+    counts = frame.groupby("benchmark")["n"].first()
+    n_total = counts.sum()
+    lines = ["## Per benchmark: accuracy % / share of the method's total joules %", "",
+             "| Method | " + " | ".join(f"{b} (n={counts[b]}, {counts[b] / n_total:.0%} of queries)" for b in benchmarks) + " |",
+             "|---|" + "---:|" * len(benchmarks)]
+    for method, group in frame.groupby("method", sort=False):
+        by = group.set_index("benchmark")
+        cells = [f"{100 * by.loc[b, 'accuracy']:.1f} / {100 * by.loc[b, 'energy_share']:.1f}" if b in by.index else "—" for b in benchmarks]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def _markdown_pareto(result: CompareResult) -> list[str]:
+    p = result.pareto
+    ref = p["reference"]
+    lines = ["## Pareto analysis (accuracy up, mean joules down)", "",
+             f"Hypervolume reference point: {ref['rule']} = ({ref['accuracy']:g}, {ref['energy_j']:,.1f} J); "
+             "hypervolumes are normalised by the box [0, reference J] x [reference accuracy, 1].", ""]
+    for label, title in (("fixed_models", "fixed models only"), ("deployable", "deployable methods (incl. fixed models)"), ("all", "all methods")):
+        if f"front_{label}" in p:
+            lines.append(f"- {title}: hypervolume {p[f'hypervolume_{label}']:.4f}; front: {', '.join(p[f'front_{label}'])}")
+    conf = f"{result.config.confidence:.0%}"
+    lines += ["", f"Paired bootstrap Pareto dominance: A dominates B when, in >= {conf} of query resamples, A is "
+              "better on one axis and not worse on the other; 'tied on' names the other axis when A is not also "
+              f"better on it at {conf} (every pair with its deltas and probabilities in dominance.csv):", ""]
+    beaten: dict[tuple[str, str], list[str]] = {}
+    for d in result.dominance:
+        if d["dominates"]:
+            beaten.setdefault((d["a"], d["tied_axis"]), []).append(d["b"])
+    tie_text = {"": "dominates on both axes", "accuracy": "dominates, tied on accuracy",
+                "energy_j": "dominates, tied on joules"}
+    for (method, tied), losers in beaten.items():
+        lines.append(f"- {method} {tie_text[tied]}: {', '.join(losers)}")
+    if not beaten:
+        lines.append("- no method significantly dominates another")
+    return lines + [""]
