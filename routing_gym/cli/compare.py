@@ -9,6 +9,7 @@ import warnings
 
 
 def add_commands(cli) -> None:
+    from routing_gym.eval.compare_cells import DEFAULT_AGENTS, DEFAULT_OUTPUT_INFORMED
     from routing_gym.tournament.summary import SUMMARY_LAMBDA_E
 
     p = cli.top.add_parser(
@@ -22,14 +23,19 @@ def add_commands(cli) -> None:
     )
     p.add_argument("--tournament", default="default", help="tournament directory or preset name (default: %(default)s)")
     p.add_argument("--agents", default="default",
-                   help="comma-separated registered agent names; 'default' = the fast Table 2 set "
-                   "(fixed-*, random, oracle, bandits, knn, uniroute, routellm, greenserv; smoothie where the tournament logs answer texts); 'all' = every registered agent; 'default' may be combined, e.g. default,ppo,dqn")
+                   help=f"comma-separated registered agent names; 'default' = the fast Table 2 set "
+                   f"({', '.join(DEFAULT_AGENTS)}; {', '.join(DEFAULT_OUTPUT_INFORMED)} where the tournament logs answer "
+                   "texts); 'all' = every registered agent; 'default' may be combined, e.g. default,ppo,dqn; an agent of "
+                   "your own module needs --import MODULE")
     p.add_argument("--list-agents", action="store_true", help="print the registered agents and exit")
     p.add_argument("--seeds", type=int, default=5, help="seeds per agent, 0..N-1 (default: %(default)s)")
     p.add_argument("--lambda-e", type=float, default=SUMMARY_LAMBDA_E, help="gated_rank energy coefficient (default: %(default)s)")
     p.add_argument("--lambda-t", type=float, default=0.0, help="gated_rank latency coefficient (default: %(default)s)")
     p.add_argument("--lambda-p", type=float, default=0.0, help="gated_rank power coefficient (default: %(default)s)")
     p.add_argument("--reward", default="gated_rank", help="registered reward (default: %(default)s)")
+    p.add_argument("--allow-ungated", action="store_true",
+                   help="accept reward coefficients that break the gate (a correct route could score at or below a "
+                   "wrong one), to study them on purpose; see routing-gym rewards")
     p.add_argument("--coefficients", default=None,
                    help="reward coefficients as JSON, replacing --lambda-*, e.g. '{\"lambda_e\": 0.2}' (needed for rewards other than gated_rank)")
     p.add_argument("--agent-kwargs", default="{}", help="constructor kwargs per agent as JSON, e.g. '{\"knn\": {\"k\": 20}}'")
@@ -119,6 +125,7 @@ def _run(args: argparse.Namespace) -> int:
         tournament=args.tournament, agents=agents, seeds=args.seeds, reward=args.reward, coefficients=coefficients,
         train_split=args.train_split, test_split=args.test_split,
         agent_kwargs=_json_arg(args.agent_kwargs, "--agent-kwargs"), fixed_models=not args.no_fixed_models,
+        allow_ungated=args.allow_ungated,
         n_bootstrap=args.bootstrap, **executor_settings(args),
     )
     result = run_compare(config, out_dir=args.out)

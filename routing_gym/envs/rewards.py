@@ -19,11 +19,12 @@ every agent and ``routing-gym compare``::
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import numbers
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -287,6 +288,15 @@ def data_gate_note(reward: Reward, tournament: Tournament) -> str | None:
     return (f"{reward.describe()} has no analytical gate and breaks it on {tournament.card.name}: in {broken.size} of "
             f"{tournament.n_queries} queries some correct route scores at or below a wrong one (lower the coefficients, "
             "or pass --allow-ungated to state that this is intended)")
+
+
+@contextlib.contextmanager
+def gate_reported() -> Iterator[None]:
+    """Silence ``GateWarning`` inside: the caller has checked the gate on the whole tournament
+    and reported it once (``data_gate_note``), so each env, cell and table it builds stays quiet."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GateWarning)
+        yield
 
 
 def gate_status(entry: RewardEntry) -> str:

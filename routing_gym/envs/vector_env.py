@@ -217,7 +217,7 @@ class RoutingVectorEnv(VectorEnv):
 
     def evaluate(self, actions: Any) -> BatchResult:
         """Score one action per query of the split (split order, as ``observations()``) with the
-        one scorer (``routing_gym.eval.scoring``), as ``RoutingEnv.evaluate`` does; invalid
+        one scorer (``routing_gym.tournament.scoring``), as ``RoutingEnv.evaluate`` does; invalid
         actions earn ``invalid_penalty``, count as wrong and cost nothing."""
         if self._scoring is None:  # stacked on first use: training never needs it
             self._scoring = ScoringTable(self.reward_matrix, self.core.outcomes, self.reward.invalid_penalty)

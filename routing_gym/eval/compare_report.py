@@ -16,6 +16,7 @@ from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.compare_cells import RunRecord
 from routing_gym.eval.compare_stats import CompareResult
 from routing_gym.eval.jsonsafe import strict_json
+from routing_gym.eval.reward_use import REWARD_FREE_MARK, reward_free_methods, reward_free_note
 
 
 _CURVE_POINTS = 200  # regret curves are stored in results.json downsampled to this many points
@@ -99,8 +100,10 @@ def markdown_report(result: CompareResult) -> str:
         "| " + " | ".join(header) + " |",
         "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
     ]
+    reward_free = reward_free_methods(r["method"] for r in result.rows)
     for r in result.rows:
-        name = r["method"] + ("" if r["kind"] == "fixed-model" or r["seeds_failed"] == 0 else f" ({r['seeds_ok']}/{r['seeds_ok'] + r['seeds_failed']} seeds)")
+        name = r["method"] + (REWARD_FREE_MARK if r["method"] in reward_free else "")
+        name += ("" if r["kind"] == "fixed-model" or r["seeds_failed"] == 0 else f" ({r['seeds_ok']}/{r['seeds_ok'] + r['seeds_failed']} seeds)")
         deployable = "yes" if r["deployable"] else "no"
         if not r["seeds_ok"]:
             lines.append(f"| {name} | {deployable} | failed: {r.get('error', '')[:80]} |" + " |" * (len(header) - 3))
@@ -127,6 +130,8 @@ def markdown_report(result: CompareResult) -> str:
         f"methods that read held-out outcomes (oracle, output-informed diagnostics).",
         "",
     ]
+    free_note = reward_free_note(reward_free)
+    lines += [free_note, ""] if free_note else []
     lines += [f"**Warning: {w}.**" for w in result.warnings] + ([""] if result.warnings else [])
     lines += _markdown_hull(result)
     lines += _markdown_benchmarks(result)

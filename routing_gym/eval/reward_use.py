@@ -23,5 +23,5 @@ def reward_free_note(methods: Iterable[str]) -> str | None:
     free = sorted(reward_free_methods(methods))
     if not free:
         return None
-    return (f"†: {', '.join(free)} do not train on the reward (`Agent.trains_on_reward = False`): their routes are the "
+    return (f"†: not trained on the reward ({', '.join(free)}; `Agent.trains_on_reward = False`): these rows route the "
             "same under every reward; only the reward they are scored under changes.")
