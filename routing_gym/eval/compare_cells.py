@@ -226,7 +226,8 @@ def run_cell(t: Tournament, settings: CellSettings, name: str, seed: int) -> Run
 def scoring_env(t: Tournament, split: str, reward: Reward) -> RoutingEnv:
     return RoutingEnv(
         tournament=t, split=split, reward=reward.name, coefficients=reward.coefficients,
-        invalid_penalty=reward.invalid_penalty, invalid_action="penalize", order="sequential",
+        invalid_penalty=reward.invalid_penalty, allow_ungated=reward.allow_ungated, invalid_action="penalize",
+        order="sequential",
     )
 
 
