@@ -199,7 +199,7 @@ CASES: dict[str, Raises | Warns | Grades | Cli | Script] = {
                                     r"^routing-gym env check: error: unknown environment id \(--id\) 'RoutingGym/Replay-v9'; "
                                     r"did you mean 'RoutingGym/Replay-v0'\?.*RoutingGym/Budget-v0"),
     "cli-env-check-negative-steps": Cli(("env", "check", "--steps", "-1"), 2, r"^routing-gym env check: error: argument --steps: must be >= 1, got -1"),
-    "cli-env-check-bad-kwargs": Cli(("env", "check", "--kwargs", "{"), 2, r"^routing-gym env check: error: --kwargs is not valid JSON"),
+    "cli-env-check-bad-kwargs": Cli(("env", "check", "--kwargs", "{"), 2, r"^routing-gym env check: error: --kwargs: not valid JSON"),
     "cli-env-check-string-coefficient": Cli(("env", "check", "--tournament", "{tmp}/good", "--kwargs",
                                              '{"coefficients": {"lambda_e": "0.4"}}'), 2,
                                             r"^routing-gym env check: error: reward 'gated_rank': coefficient 'lambda_e' must be a number"),

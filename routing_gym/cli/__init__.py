@@ -51,6 +51,19 @@ def positive_int(text: str) -> int:
     return value
 
 
+def json_object(text: str, option: str) -> dict:
+    """An option's JSON object (``--agent-kwargs '{"knn": {"k": 20}}'``); anything else is a usage error."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{option}: not valid JSON ({exc}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{option}: expected a JSON object, got {text!r}")
+    return value
+
+
 def split_proportions(text: str) -> dict[str, float] | None:
     """``"train=2050,test=913"`` -> ``{"train": 2050.0, "test": 913.0}``; ``"none"`` -> None."""
     if text.strip().lower() == "none":

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 
-from routing_gym.cli import positive_int
+from routing_gym.cli import json_object, positive_int
 
 
 def add_commands(cli) -> None:
@@ -45,17 +44,10 @@ def add_commands(cli) -> None:
 
 def cmd_collapse(args: argparse.Namespace) -> int:
     from routing_gym.cli import USER_IMPORTS
-    from routing_gym.errors import UsageError
     from routing_gym.eval.collapse_study import CollapseConfig, run_collapse_study, write_study
 
-    try:
-        agent_kwargs = json.loads(args.agent_kwargs)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--agent-kwargs: not valid JSON ({exc}): {args.agent_kwargs!r}") from None
-    if not isinstance(agent_kwargs, dict):
-        raise UsageError(f"--agent-kwargs: expected a JSON object, got {args.agent_kwargs!r}")
     config = CollapseConfig(
-        tournament=args.tournament, agent=args.agent, agent_kwargs=agent_kwargs, rewards=args.rewards,
+        tournament=args.tournament, agent=args.agent, agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"), rewards=args.rewards,
         gate_fractions=args.gate_fractions, ent_coefs=args.ent_coefs, timesteps=args.timesteps, seeds=args.seeds,
         window=args.window, threshold=args.threshold, feature_dim=args.feature_dim, imports=list(USER_IMPORTS),
     )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
+
+from routing_gym.cli import json_object
 
 
 def add_commands(cli) -> None:
@@ -77,18 +78,6 @@ def executor_settings(args: argparse.Namespace) -> dict:
     return settings
 
 
-def _json_arg(text: str, option: str) -> dict:
-    from routing_gym.errors import UsageError
-
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{option}: not valid JSON ({exc}): {text!r}") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{option}: expected a JSON object, got {text!r}")
-    return value
-
-
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"routing-gym compare: warning: {message}", file=sys.stderr)
 
@@ -109,7 +98,7 @@ def _run(args: argparse.Namespace) -> int:
     from routing_gym.eval.compare import CompareConfig, run_compare, write_outputs
 
     if args.coefficients is not None:
-        coefficients = _json_arg(args.coefficients, "--coefficients")
+        coefficients = json_object(args.coefficients, "--coefficients")
     else:
         coefficients = {"lambda_e": args.lambda_e, "lambda_t": args.lambda_t, "lambda_p": args.lambda_p}
         coefficients = {k: v for k, v in coefficients.items() if v != 0.0}  # state only what is set
@@ -124,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
     config = CompareConfig(
         tournament=args.tournament, agents=agents, seeds=args.seeds, reward=args.reward, coefficients=coefficients,
         train_split=args.train_split, test_split=args.test_split,
-        agent_kwargs=_json_arg(args.agent_kwargs, "--agent-kwargs"), fixed_models=not args.no_fixed_models,
+        agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"), fixed_models=not args.no_fixed_models,
         allow_ungated=args.allow_ungated,
         n_bootstrap=args.bootstrap, **executor_settings(args),
     )
