@@ -59,9 +59,12 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--executor", default=None, choices=EXECUTORS,
                    help="where agent x seed cells run: local (one after another), process (a process pool here), "
-                   "ray (Ray tasks; a local Ray unless --ray-address / RAY_ADDRESS) (default: local)")
+                   "ray (Ray tasks: on --ray-address / RAY_ADDRESS, else on a Ray that `ray start` left running "
+                   "here, else on a local Ray started for the run) (default: local)")
     p.add_argument("--workers", type=int, default=None, help="process pool size / CPUs of a local Ray (default: every CPU)")
-    p.add_argument("--ray-address", default=None, help="Ray cluster to use, e.g. auto or 10.0.0.1:6379 (default: RAY_ADDRESS)")
+    p.add_argument("--ray-address", default=None,
+                   help="Ray head to use: HOST:PORT given to `ray start --head`, or auto (default: RAY_ADDRESS); a head "
+                   "with token authentication needs its token on this machine (docs/scaling.md)")
     p.add_argument("--max-retries", type=int, default=None,
                    help=f"further attempts of a cell whose worker process died (default: {DEFAULT_MAX_RETRIES})")
 
