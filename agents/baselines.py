@@ -1,8 +1,12 @@
-"""Reference routers without learning: fixed model, random and the oracle.
+"""Reference routers without learning: fixed model, per benchmark, random and the oracle.
 
 - ``fixed`` (``model_id=...``) routes every query to one model; ``fixed-smallest``,
   ``fixed-medium`` and ``fixed-largest`` pick it by size (``params_b``; by mean training
   joules when some size is unknown).
+- ``per-benchmark`` reads only the benchmark label: each benchmark goes to the fixed model that
+  did best on it in training (by mean training reward, or with its cost knob ``mu`` by training
+  accuracy - mu x J / J_ref, J_ref the largest mean training joules). The router any learned
+  router must beat to show it reads the question (the task-aware hull, ``eval/hull.py``).
 - ``random`` picks a model uniformly, as a deterministic function of (seed, question text),
   so ``act`` and ``act_batch`` agree and reruns are identical.
 - ``oracle`` looks up the best route of each held-out query under the evaluation reward
@@ -21,6 +25,8 @@ import pandas as pd
 
 from routing_gym.envs import ObservationBatch, oracle_targets
 from routing_gym.errors import UnknownNameError
+from routing_gym.eval.frontier import CostKnob
+from routing_gym.eval.hull import benchmark_means, best_per_benchmark
 from routing_gym_agents.base import Agent, FitContext, PrivilegedAccess
 from routing_gym_agents.registry import register_agent
 
@@ -76,6 +82,58 @@ class FixedModel(Agent):
         if self.model_index is None:
             raise RuntimeError(f"{self.name}: call fit() before act_batch()")
         return np.full(len(batch), self.model_index, dtype=np.int64)
+
+
+# mu prices joules relative to the costliest model's: small models cost ~1-2 % of it, so the
+# cheap end of a per-benchmark curve needs mu in the tens.
+PER_BENCHMARK_KNOB = CostKnob("mu", applies="act", cheaper_when="higher",
+                              grid=(0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0))
+
+
+@register_agent("per-benchmark")
+class PerBenchmark(Agent):
+    """Each benchmark to one fixed model chosen on the training outcomes (module docstring):
+    ``mu=None`` maximises the mean training reward, a number ``mu >= 0`` maximises training
+    accuracy - mu x J / J_ref. Ties go to the cheaper model. A benchmark without training rows
+    is routed as all training rows together would be."""
+
+    name = "per-benchmark"
+    feedback = "full"
+    cost_knob = PER_BENCHMARK_KNOB  # routing reads mu, training does not: frontier fits once
+
+    def __init__(self, mu: float | None = None):
+        if mu is not None and not (np.isfinite(mu) and mu >= 0):
+            raise ValueError(f"mu (price of joules) must be None or a finite number >= 0, got {mu}")
+        self.mu = mu
+        self.accuracy: np.ndarray | None = None  # [n_benchmarks, K] training means
+        self.joules: np.ndarray | None = None
+        self.reward: np.ndarray | None = None
+        self.j_ref = 1.0
+
+    def fit(self, ctx: FitContext) -> dict[str, Any]:
+        codes, n_benchmarks = ctx.train_observations().benchmarks, len(ctx.benchmarks)
+        outcomes = ctx.train_outcomes()
+        self.accuracy = benchmark_means(outcomes.correct, codes, n_benchmarks)
+        self.joules = benchmark_means(outcomes.energy_j, codes, n_benchmarks)
+        self.reward = benchmark_means(ctx.train_reward_matrix(), codes, n_benchmarks)
+        self.j_ref = max(float(outcomes.energy_j.mean(axis=0).max()), 1e-12)
+        return {"routes": dict(zip(ctx.benchmarks, (ctx.model_ids[m] for m in self.routes()))),
+                "objective": ctx.objective if self.mu is None else f"accuracy - {self.mu:g} x J / {self.j_ref:.4g} J"}
+
+    def routes(self) -> np.ndarray:
+        """``[n_benchmarks]``: the model each benchmark goes to under the current ``mu``."""
+        if self.accuracy is None:
+            raise RuntimeError(f"{self.name}: call fit() before act_batch()")
+        score = self.reward if self.mu is None else self.accuracy - self.mu * self.joules / self.j_ref
+        return best_per_benchmark(score, self.joules)
+
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+        routes = self.routes()
+        codes = np.asarray(batch.benchmarks, dtype=np.int64)
+        if len(codes) and (codes.min() < 0 or codes.max() >= len(routes)):
+            raise ValueError(f"{self.name}: benchmark codes {codes.min()}..{codes.max()} outside the "
+                             f"{len(routes)} benchmarks it was trained on")
+        return routes[codes]
 
 
 @register_agent("random")

@@ -111,6 +111,8 @@ def sign_change(a: pd.Series, b: pd.Series) -> str:
 def gain_markdown(gains: pd.DataFrame) -> str:
     def cell(r: pd.Series) -> str:
         outside = "" if r.routing_gain_pp_vs == "within" else "*"
+        if pd.isna(r.routing_gain_pp_ci_low):  # a fixed model: on the hull or a distance below it, no interval
+            return "on the hull" if r.routing_gain_pp == 0 else f"{r.routing_gain_pp:+.1f} below the hull{outside}"
         return f"{r.routing_gain_pp:+.1f} [{r.routing_gain_pp_ci_low:+.1f}, {r.routing_gain_pp_ci_high:+.1f}]{outside}"
 
     head, rule = ["method"], ["---"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -88,6 +89,18 @@ def two_skill_tournament(n: int = 900, seed: int = 0, n_benchmarks: int = 2, gro
                    output_tokens=np.full((n, 3), 50.0),
                    card=DataCard(name="two-skill", provenance="synthetic", description="test fixture"))
     return t.with_splits(seed=seed, proportions={"train": 2, "test": 1})
+
+
+def text_skill_tournament(n: int = 1200, seed: int = 0) -> Tournament:
+    """``two_skill_tournament`` with the skill moved from the benchmark label into the text:
+    two benchmarks, each half arithmetic and half trivia, and every question naming its skill.
+    A router that reads the text beats any benchmark-label-only router (content gain)."""
+    t = two_skill_tournament(n=n, seed=seed, n_benchmarks=2)
+    skill = t.benchmark_codes % 2
+    queries = t.queries.copy()
+    queries["benchmark"] = np.where(np.arange(n) % 4 < 2, "set-a", "set-b")
+    queries["prompt"] = [f"{'arith' if s == 0 else 'trivia'} question number {i}" for i, s in enumerate(skill)]
+    return replace(t, queries=queries)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Baselines and routers: fixed, random, oracle, kNN, UniRoute, RouteLLM, GreenServ, Smoothie."""
+"""Baselines and routers: fixed, per-benchmark, random, oracle, kNN, UniRoute, RouteLLM, GreenServ, Smoothie."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import make_tournament
+from conftest import make_tournament, two_skill_tournament
 from test_bandits import COEF, fitted, held_out, topical_tournament
 
 from routing_gym.envs import Reward, RoutingEnv, oracle_targets
@@ -14,7 +14,7 @@ from routing_gym.errors import PrivilegedAccessError, RoutingGymError, UnknownNa
 from routing_gym.tournament import Tournament
 from routing_gym_agents import FitContext, ObservationBatch, make_agent
 
-DEPLOYABLE = ["fixed-smallest", "fixed-medium", "fixed-largest", "random", "knn", "uniroute", "routellm",
+DEPLOYABLE = ["fixed-smallest", "fixed-medium", "fixed-largest", "per-benchmark", "random", "knn", "uniroute", "routellm",
               "greenserv", "linucb", "epsilon-greedy", "thompson"]
 
 
@@ -51,6 +51,46 @@ def test_fixed_size_aliases(topical: Tournament) -> None:
         fitted("fixed", topical, model_id="gpt-9")
     with pytest.raises(ValueError, match="exactly one"):
         make_agent("fixed")
+
+
+def test_per_benchmark_sends_each_benchmark_to_its_best_training_model() -> None:
+    t = two_skill_tournament(n=600)
+    agent, logs = fitted("per-benchmark", t)
+    # reward-maximising (the default): the cheap arithmetic model on arithmetic, the trivia model on trivia
+    assert logs["routes"] == {"arith-0": "cheap-arith", "trivia-1": "mid-trivia"}
+    m = held_out(agent, t)
+    rows = t.split_rows("test")
+    assert m["accuracy"] > t.correct[rows].mean(axis=0).max() + 0.3  # beats every fixed model on accuracy
+    # a high enough price on joules sends everything to the cheapest model
+    agent.mu = 50.0
+    assert agent.routes().tolist() == [0, 0]
+    assert logs["objective"] == "gated_rank(lambda_e=0.5)"
+
+
+def test_per_benchmark_routes_equal_a_direct_computation_for_every_knob_value() -> None:
+    t = make_tournament(n=300, k=5, seed=4)
+    agent, _ = fitted("per-benchmark", t, mu=0.0)
+    train = t.split_rows("train")
+    codes = t.benchmark_codes[train]
+    j_ref = t.energy_j[train].mean(axis=0).max()
+    batch = ObservationBatch.from_tournament(t, t.split_rows("test"))
+    previous_j = np.inf
+    for mu in agent.cost_knob.grid:
+        agent.mu = mu
+        expected = []
+        for b in range(len(t.benchmarks)):
+            acc, joules = t.correct[train][codes == b].mean(axis=0), t.energy_j[train][codes == b].mean(axis=0)
+            score = acc - mu * joules / j_ref
+            expected.append(min(np.flatnonzero(score >= score.max() - 1e-12), key=lambda m: joules[m]))
+        assert agent.routes().tolist() == expected
+        actions = agent.act_batch(batch)
+        np.testing.assert_array_equal(actions, np.array(expected)[batch.benchmarks])
+        # the knob trades joules: a higher price never costs more on the training split
+        train_j = t.energy_j[train, np.array(expected)[codes]].mean()
+        assert train_j <= previous_j + 1e-9
+        previous_j = train_j
+    with pytest.raises(ValueError, match="mu"):
+        make_agent("per-benchmark", mu=-1.0)
 
 
 def test_random_is_uniform_seeded_and_text_deterministic(topical: Tournament) -> None:
@@ -148,7 +188,7 @@ def test_smoothie_prefers_the_answers_closest_to_consensus() -> None:
     assert agent.act({"text": "a question", "benchmark": 0}) in range(4)  # a new question: its neighbours' answers
 
 
-@pytest.mark.parametrize("name", ["fixed-medium", "random", "knn", "uniroute", "routellm", "greenserv"])
+@pytest.mark.parametrize("name", ["fixed-medium", "per-benchmark", "random", "knn", "uniroute", "routellm", "greenserv"])
 def test_save_load_round_trip_and_act_matches_act_batch(topical: Tournament, name: str, tmp_path) -> None:
     agent, _ = fitted(name, topical)
     env = RoutingEnv(tournament=topical, split="test", order="sequential")

@@ -34,7 +34,7 @@ def test_parse_energy_model_names_and_errors(tmp_path):
     table.write_text("x\n1\n")
     assert parse_energy_model(f"measured-arch:{table}").table == table
     assert tournament_name("llmrouter", f"measured-arch:{table}") == "llmrouter-measured-arch"
-    with pytest.raises(RoutingGymError, match="--energy-model 'batch-1': unknown; choose one of batched, batch1"):
+    with pytest.raises(RoutingGymError, match="--energy-model 'batch-1': unknown; choose one of batched, law, params, batch1"):
         parse_energy_model("batch-1")
     with pytest.raises(RoutingGymError, match="missing.csv' is not a file"):
         parse_energy_model(f"measured-arch:{tmp_path / 'missing.csv'}")
@@ -71,8 +71,9 @@ def test_batch1_profiles_cost_more_per_token_than_batched(data_dir):
         assert batch1[m].prefill_joules_per_input_token == batched[m].prefill_joules_per_input_token
     assert batch1["gemma-2-9b-it"].method == "batch1-extrapolated-same-model"
     assert batch1["codegemma-7b"].method == "batch1-extrapolated-same-model"  # ML.ENERGY code task
-    assert batch1["llama3-chatqa-1.5-70b"].method == "batch1-power-law-fit"
+    assert batch1["llama3-chatqa-1.5-70b"].method == "batch1-extrapolated-same-architecture"  # Llama-3.1-70B's shape
     assert batch1["llama3-chatqa-1.5-70b"].n_gpus == 4
+    assert batch1["llama-3.1-nemotron-51b-instruct"].method == "batch1-power-law-fit"
     assert info["provenance"] == "derived" and any("HBM-bandwidth floor" in n for n in info["card_notes"])
 
 

@@ -1,4 +1,4 @@
-"""Operating-point curves: validation carved from train only, the area over the hull, dominance, the CLI."""
+"""Operating-point curves: validation carved from train only, the area over both hulls, dominance, the CLI."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_tournament, two_skill_tournament
+from conftest import make_tournament, text_skill_tournament, two_skill_tournament
 
 from routing_gym.eval import hull as H
 from routing_gym.eval.frontier import CostKnob, FrontierConfig, carve_validation, run_frontier, write_frontier_outputs
@@ -137,6 +137,36 @@ def test_a_clearly_beaten_fixed_model_is_reported_dominated(tmp_path):
     assert len(points) == 3 and points["selected"].sum() == len(curve.selected)
 
 
+def test_content_gain_separates_reading_the_question_from_reading_its_benchmark(tmp_path):
+    # The skill in the benchmark label: routing by benchmark is all there is to gain.
+    grids = {"cost-aware": [0.0, 0.3, 5.0], "per-benchmark": [0.0, 0.3, 5.0]}
+    result = run_frontier(FrontierConfig(tournament=two_skill_tournament(n_benchmarks=4), agents=["per-benchmark", "cost-aware"],
+                                         grids=grids, n_bootstrap=300, progress=False))
+    by_agent = {c.agent: c for c in result.curves}
+    for curve in by_agent.values():
+        assert not curve.error and curve.summary["mean_gain_pp_ci_low"] > 10  # far above mixing fixed models
+        assert curve.summary["mean_content_gain_pp_ci_high"] < 1.0  # but nothing beyond the task label
+        assert not any(d["dominated"] for d in curve.route_dominance)
+    assert result.task_hull["vertices"][0] == "cheap-arith"
+    assert any(v.startswith(H.TASK_ROUTE_PREFIX) for v in result.task_hull["vertices"])
+    paths = write_frontier_outputs(result, tmp_path / "label")
+    table = paths["table.md"].read_text()
+    assert "**per-benchmark** task routing only" in table and "**cost-aware** task routing only" in table
+    verdicts = pd.read_csv(paths["dominance.csv"])
+    assert set(verdicts["against"]) == {"fixed model", "per-benchmark route"}
+    assert json.loads(paths["frontier.json"].read_text())["task_hull"]["routes"][0]["models"]
+
+    # The skill in the text: a router reading it gains beyond the label.
+    result = run_frontier(FrontierConfig(tournament=text_skill_tournament(), agents=["cost-aware", "per-benchmark"],
+                                         grids=grids, n_bootstrap=300, progress=False))
+    reading, label_only = result.curves
+    assert reading.summary["mean_content_gain_pp_ci_low"] > 10
+    assert [d["route"] for d in reading.route_dominance] == [r["route"] for r in result.task_hull["routes"]]
+    assert all(p.stats["content_gain_pp_ci_high"] < 1.0 for p in label_only.selected)  # blind to the text
+    table = write_frontier_outputs(result, tmp_path / "text")["table.md"].read_text()
+    assert "**cost-aware** routes beyond the task label" in table
+
+
 def test_bad_settings_name_the_agent_or_option():
     t = make_tournament(n=90, k=3)
     with pytest.raises(RoutingGymError, match="'random' exposes no cost knob"):
@@ -161,3 +191,29 @@ def test_cli_writes_the_curve_and_refuses_an_agent_without_a_knob(tmp_path):
     assert {p.name for p in (tmp_path / "out").iterdir()} == {"table.md", "frontier.json", "points.csv", "dominance.csv", "frontier.png"}
     bad = run("--agents", "random", "--out", str(tmp_path / "bad"))
     assert bad.returncode == 2 and "exposes no cost knob" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_every_chosen_point_and_fixed_model_is_judged_under_each_recorded_energy_law(tmp_path):
+    from routing_gym.eval.robustness import energy_under_laws
+
+    t = two_skill_tournament()
+    k = t.n_models
+    models = t.models.copy()  # per-token joules rising with the model index under "up", falling under "down"
+    models["serving"] = [{"energy_alternatives": {
+        "up": {"joules_per_output_token": 0.1 * (j + 1), "prefill_joules_per_input_token": 0.0},
+        "down": {"joules_per_output_token": 0.1 * (k - j), "prefill_joules_per_input_token": 0.0}}} for j in range(k)]
+    t = replace(t, models=models)
+    config = FrontierConfig(tournament=t, agents=["cost-aware"], grids={"cost-aware": [0.0, 5.0]}, n_bootstrap=100,
+                            progress=False)
+    result = run_frontier(config)
+    summary = result.hull["robustness"]
+    assert summary["laws"] == ["down", "up"]  # no canonical law among them: sorted
+    test = result.tournament.split_rows("test")
+    for law, energy in energy_under_laws(result.tournament, test).items():
+        hull = H.fixed_model_hull(energy.mean(axis=0), result.tournament.correct[test].mean(axis=0))
+        assert summary["hull_models"][law] == [t.model_ids[i] for i in hull.vertex_index]
+    methods = {row["method"]: row for row in summary["methods"]}
+    chosen = {f"cost-aware mu={p.value:g}" for p in result.curves[0].selected}
+    assert chosen and set(methods) == {f"always {m}" for m in t.model_ids} | chosen
+    assert {row["verdict_up"] for m, row in methods.items() if m.startswith("always")} <= {"on the hull", "below the hull"}
+    assert "## Verdicts under other energy laws" in write_frontier_outputs(result, tmp_path, plots=False)["table.md"].read_text()

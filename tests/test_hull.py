@@ -37,7 +37,20 @@ def test_hull_values_interpolate_between_vertices_and_clamp_outside():
     assert np.allclose(joules, [10.0, 10.0, 15.0, 40.0, 60.0, 60.0])
 
 
-def test_pairwise_formula_matches_the_vertex_chain_on_random_points():
+def best_mix_by_brute_force(xs: np.ndarray, ys: np.ndarray, budget: float) -> float:
+    """The most accurate mix of at most two points spending at most ``budget`` (every pair
+    tried; in two dimensions the hull's boundary mixes at most two points), or the cheapest
+    point's accuracy when nothing is that cheap."""
+    best = -np.inf
+    for i in range(len(xs)):
+        for j in range(len(xs)):
+            if xs[i] <= budget:
+                share = 1.0 if xs[j] <= budget else (budget - xs[i]) / (xs[j] - xs[i])
+                best = max(best, ys[i], ys[i] + share * (ys[j] - ys[i]))
+    return best if np.isfinite(best) else ys[np.lexsort((-ys, xs))[0]]
+
+
+def test_vertex_chain_matches_brute_force_mixes_on_random_points():
     rng = np.random.default_rng(0)
     for _ in range(200):
         k = int(rng.integers(1, 9))
@@ -47,6 +60,7 @@ def test_pairwise_formula_matches_the_vertex_chain_on_random_points():
         grid = np.linspace(0, 110, 57)
         expected = np.interp(grid, hull.energy_j, hull.accuracy)  # np.interp clamps to the end points
         assert np.allclose(H.hull_accuracy_at(xs, ys, grid), expected)
+        assert np.allclose(expected, [best_mix_by_brute_force(xs, ys, x) for x in grid])
         targets = np.linspace(0, 1, 41)
         assert np.allclose(H.hull_joules_at(xs, ys, targets), np.interp(targets, hull.accuracy, hull.energy_j))
         # no fixed model lies above its own hull

@@ -59,9 +59,9 @@ def test_small_build_shape_and_provenance(small_build):
     assert set(t.models["energy_provenance"]) == {"derived"}
     sources = dict(zip(t.models["model_id"], t.models["energy_source"]))
     assert "measurement of google/gemma-2-9b-it" in sources["gemma-2-9b-it"]
-    assert "not measured by ML.ENERGY; power-law fit" in sources["Yi-1.5-34B-Chat"]
+    assert "derived: energy law at 2 GPUs, N_eff = 34.4 B" in sources["Yi-1.5-34B-Chat"]
     methods = {m: s["energy_method"] for m, s in zip(t.models["model_id"], t.models["serving"])}
-    assert methods == {"gemma-2-9b-it": "measured-same-model", "Yi-1.5-34B-Chat": "power-law-fit",
+    assert methods == {"gemma-2-9b-it": "measured-same-model", "Yi-1.5-34B-Chat": "energy-law",
                        "Meta-Llama-3.1-8B-Instruct": "measured-same-model"}
     assert set(t.splits) == {"train", "test"}
     assert report.dropped == []  # three complete runs
@@ -95,8 +95,9 @@ def test_outcomes_are_regraded_outputs_with_derived_energy(small_build, data_dir
 def test_energy_fit_and_batch_rule(data_dir):
     profiles, info = energy_profiles(["gemma-2-2b-it", "deepseek-v2.5-0908", "Phi-3.5-mini-instruct"], data_dir)
     assert "bs192" in profiles["gemma-2-2b-it"].source  # gemma-2-2b has no batch-128 run
-    assert profiles["deepseek-v2.5-0908"].method == "power-law-fit"
-    assert profiles["deepseek-v2.5-0908"].n_gpus == 8
+    assert profiles["deepseek-v2.5-0908"].method == "energy-law"
+    assert profiles["deepseek-v2.5-0908"].n_gpus == 8  # its card's serving
+    assert profiles["Phi-3.5-mini-instruct"].method == "measured-same-architecture"
     assert len(info["runs"]) == 14 and all(r["batch_size"] in (128, 192) for r in info["runs"])
     fit = fit_power_law([1, 10, 100], [0.1, 1.0, 10.0])
     assert fit.b == pytest.approx(1.0) and fit(1000) == pytest.approx(100.0)

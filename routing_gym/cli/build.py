@@ -30,11 +30,14 @@ def add_commands(cli) -> None:
     build.add_argument("--processes", type=int, default=None, help="grading worker processes (default: all CPUs)")
     build.add_argument("--no-text", action="store_true", help="zeroeval-math: do not store output texts")
     build.add_argument("--seed", type=int, default=0, help="zeroeval-math: split seed")
-    build.add_argument("--energy-model", default="batched", metavar="batched|batch1|measured-arch:TABLE",
+    build.add_argument("--energy-model", default="batched", metavar="batched|law|params|batch1|measured-arch:TABLE",
                        help="how per-query joules are derived (routing_gym/sources/energy_model.py): 'batched' "
-                            "(ML.ENERGY at batch 128, default), 'batch1' (extrapolated to one request at a time), "
-                            "'measured-arch:TABLE' (a calibration table of experiments/measure_architectures.py); "
-                            "other than batched, the tournament name gets the suffix -batch1 / -measured-arch")
+                            "(ML.ENERGY at batch 128 for measured models and architectures, the energy law otherwise; "
+                            "default), 'law' (the energy law for every model), 'params' (the previous method: a power "
+                            "law in the parameter count for unmeasured models), 'batch1' (extrapolated to one request "
+                            "at a time), 'measured-arch:TABLE' (a calibration table of "
+                            "experiments/measure_architectures.py); other than batched, the tournament name gets the "
+                            "suffix -law / -params / -batch1 / -measured-arch")
     build.set_defaults(func=cmd_build)
 
 

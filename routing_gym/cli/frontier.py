@@ -1,4 +1,4 @@
-"""``routing-gym frontier``: operating-point curves of agents with a cost knob against the fixed-model hull."""
+"""``routing-gym frontier``: operating-point curves of agents with a cost knob against the fixed-model and task-aware hulls."""
 
 from __future__ import annotations
 
@@ -8,20 +8,23 @@ from routing_gym.cli import json_object
 
 
 def add_commands(cli) -> None:
+    from routing_gym.eval.frontier import DEFAULT_FRONTIER_AGENTS
     from routing_gym.tournament.summary import SUMMARY_LAMBDA_E
 
     p = cli.top.add_parser(
         "frontier",
-        help="sweep each agent's cost knob: curve vs the fixed-model hull, mean gain with a CI, dominated fixed models",
+        help="sweep each agent's cost knob: curve vs the fixed-model and task-aware hulls, mean gains with CIs, dominated "
+        "fixed models and per-benchmark routes",
         description="For each agent with a cost knob: carve a seeded, benchmark-stratified validation part out of the "
         "training split, train on the rest, route validation and test for every knob value, keep the values whose "
         "validation points are Pareto-optimal, and report them on test: each point's routing gain, the curve's mean "
-        "gain over the fixed-model hull on their common joule range with a paired bootstrap CI, and which fixed "
-        "models some point dominates. Writes table.md, frontier.json, points.csv, dominance.csv and frontier.png to "
+        "gain over the fixed-model hull on their common joule range with a paired bootstrap CI, the same over the "
+        "task-aware hull (content gain: beyond routing by the benchmark label), and which fixed models and "
+        "per-benchmark routes some point dominates. Writes table.md, frontier.json, points.csv, dominance.csv and frontier.png to "
         "--out. Exit status 2 for bad settings (before any training), 1 if an agent failed (outputs are still written).",
     )
     p.add_argument("--tournament", default="default", help="tournament directory or preset name (default: %(default)s)")
-    p.add_argument("--agents", default="cost-aware,knn,uniroute,linucb",
+    p.add_argument("--agents", default=",".join(DEFAULT_FRONTIER_AGENTS),
                    help="comma-separated agents that declare a cost knob (default: %(default)s)")
     p.add_argument("--grid", default="{}",
                    help="knob values per agent as JSON, replacing the agent's default grid, e.g. '{\"knn\": [0, 0.2, 1]}'")

@@ -10,8 +10,13 @@ from routing_gym.envs.registration import (
     MULTITURN_ID,
     PROCEDURAL_ID,
     REPLAY_ID,
+    STREAM_LENGTH,
+    features_id,
+    features_ids,
     register_all,
     registered_ids,
+    stream_id,
+    stream_ids,
 )
 from routing_gym.envs.replay import QueryStreamConfig, ReplayCore, ReplayEnv, RoutingConfig
 from routing_gym.envs.rewards import (
@@ -39,6 +44,7 @@ __all__ = [
     "PROCEDURAL_ID",
     "REPLAY_ID",
     "REWARDS",
+    "STREAM_LENGTH",
     "BatchResult",
     "BudgetConfig",
     "BudgetRoutingEnv",
@@ -57,10 +63,14 @@ __all__ = [
     "RoutingEnv",
     "RoutingVectorEnv",
     "default_config",
+    "features_id",
+    "features_ids",
     "get_reward",
     "oracle_targets",
     "rank_penalty",
     "register_reward",
     "registered_ids",
+    "stream_id",
+    "stream_ids",
     "to_sb3",
 ]

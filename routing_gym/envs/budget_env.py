@@ -22,6 +22,8 @@ class BudgetConfig(RoutingConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.stream is not None:
+            raise ValueError("BudgetRoutingEnv episodes are already streams of `horizon` queries: set horizon, not stream")
         if not (isinstance(self.horizon, (int, np.integer)) and not isinstance(self.horizon, bool) and self.horizon >= 1):
             raise ValueError(f"horizon must be an integer >= 1, got {self.horizon!r}")
         if self.budget_j is not None and not (np.isfinite(self.budget_j) and self.budget_j > 0):

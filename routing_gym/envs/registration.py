@@ -8,21 +8,39 @@
 | `RoutingGym/MultiTurn-v0` | `MultiTurnRoutingEnv` |
 | `RoutingGym/Procedural-v0` and one id per procedural preset | `RoutingEnv` over a generated tournament |
 
+Every id also comes as ``<name>-features-v0``: the same env with a ``Box`` observation
+(``observation="features"``, which every id accepts: ``BoxObservation``, the featurizer fitted
+on the training split), so libraries that take an env id and need a ``Box`` (SB3, CleanRL,
+TorchRL, Tianshou) run it unmodified. The one-query ids (replay, changing pool, procedural)
+also come as ``<name>-features-stream-v0``: an episode is a stream of ``STREAM_LENGTH`` queries
+(``stream=T``, see ``RoutingEnv``), for clients that vectorize with gymnasium's next-step
+autoreset, which otherwise spends every other step on a reward-0 reset.
+
+Every entry point takes gymnasium's ``render_mode`` (None; ``metadata["render_modes"]`` is
+empty: nothing renders) and rejects an unknown keyword with Python's own ``TypeError: ... got an
+unexpected keyword argument 'x'``, which clients such as TorchRL key on, then lists the options.
+
 `gym.make_vec(id, num_envs=B)` is correct by default for every id: the one-step ids
-(`Replay-v0`, the procedural ones) build a native `RoutingVectorEnv` (same-step autoreset, B
-envs as array gathers); the multi-step variants (budget, changing pool, multi-turn) build a
-`SyncVectorEnv` of B single envs with *same-step* autoreset (gymnasium's default, next-step,
-would return a zero-reward reset step after every episode end).
+(`Replay-v0`, the procedural ones, and their `-features` variants) build a native
+`RoutingVectorEnv` (same-step autoreset, B envs as array gathers); the multi-step variants
+(budget, changing pool, multi-turn, the streams) build a `SyncVectorEnv` of B single envs with
+*same-step* autoreset (gymnasium's default, next-step, would return a zero-reward reset step
+after every episode end).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import gymnasium as gym
 
+from routing_gym.envs.budget_env import BudgetRoutingEnv
+from routing_gym.envs.changing_pool_env import ChangingPoolEnv
+from routing_gym.envs.legacy_gym import register_legacy_ids
+from routing_gym.envs.multiturn_env import MultiTurnRoutingEnv
+from routing_gym.envs.replay import unexpected_keyword_error
 from routing_gym.envs.routing_env import RoutingEnv, default_config
 
 REPLAY_ID = "RoutingGym/Replay-v0"
@@ -39,59 +57,125 @@ PRESET_IDS = {
     "specialist-pool": "RoutingGym/SpecialistPool-v0",
     "specialist-pool-large": "RoutingGym/SpecialistPoolLarge-v0",
 }
-VECTOR_ENTRY_POINT = "routing_gym.envs.vector_env:RoutingVectorEnv"
+STREAM_LENGTH = 100  # queries per episode of the -stream ids: a next-step reset costs 1 step in 101
+OBSERVATION_OPTIONS = ("observation", "featurizer", "fit_split", "feature_params")
+_HERE = "routing_gym.envs.registration"
 ENTRY_POINTS = {
-    REPLAY_ID: "routing_gym.envs.routing_env:RoutingEnv",
-    BUDGET_ID: "routing_gym.envs.budget_env:BudgetRoutingEnv",
-    CHANGING_POOL_ID: "routing_gym.envs.changing_pool_env:ChangingPoolEnv",
-    MULTITURN_ID: "routing_gym.envs.multiturn_env:MultiTurnRoutingEnv",
+    REPLAY_ID: f"{_HERE}:make_replay_env",
+    BUDGET_ID: f"{_HERE}:make_budget_env",
+    CHANGING_POOL_ID: f"{_HERE}:make_changing_pool_env",
+    MULTITURN_ID: f"{_HERE}:make_multiturn_env",
 }
+ONE_QUERY_IDS = (REPLAY_ID, CHANGING_POOL_ID, PROCEDURAL_ID, *PRESET_IDS.values())  # ids that take `stream`
+
+
+def features_id(env_id: str) -> str:
+    """``RoutingGym/X-v0`` -> ``RoutingGym/X-features-v0`` (the same env, observed as a ``Box``)."""
+    name, version = env_id.rsplit("-v", 1)
+    return f"{name}-features-v{version}"
+
+
+def stream_id(env_id: str) -> str:
+    """``RoutingGym/X-v0`` -> ``RoutingGym/X-features-stream-v0`` (``Box``, streams of ``STREAM_LENGTH`` queries)."""
+    name, version = env_id.rsplit("-v", 1)
+    return f"{name}-features-stream-v{version}"
+
+
+def with_observation(
+    make: Callable[..., gym.Env],
+    observation: str = "dict",
+    featurizer: Any = None,
+    fit_split: str = "train",
+    feature_params: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> gym.Env:
+    """``make(**kwargs)``, observed as a ``Box`` through ``BoxObservation`` when
+    ``observation="features"`` (the keywords ``RoutingVectorEnv`` takes for the same view)."""
+    from routing_gym.envs.vector_env import OBSERVATIONS
+    from routing_gym.envs.wrappers import BoxObservation
+
+    if observation not in OBSERVATIONS:
+        raise ValueError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
+    if observation == "dict":
+        if featurizer is not None or feature_params:
+            raise TypeError("featurizer / feature_params apply to observation='features' only")
+        return make(**kwargs)
+    return BoxObservation(make(**kwargs), featurizer, fit_split, **dict(feature_params or {}))
+
+
+def make_replay_env(**kwargs: Any) -> gym.Env:
+    """Entry point of ``RoutingGym/Replay-v0`` and its variants: a ``RoutingEnv``."""
+    return with_observation(RoutingEnv, **kwargs)
+
+
+def make_budget_env(**kwargs: Any) -> gym.Env:
+    """Entry point of ``RoutingGym/Budget-v0`` and its variant: a ``BudgetRoutingEnv``."""
+    return with_observation(BudgetRoutingEnv, **kwargs)
+
+
+def make_changing_pool_env(**kwargs: Any) -> gym.Env:
+    """Entry point of ``RoutingGym/ChangingPool-v0`` and its variants: a ``ChangingPoolEnv``."""
+    return with_observation(ChangingPoolEnv, **kwargs)
+
+
+def make_multiturn_env(**kwargs: Any) -> gym.Env:
+    """Entry point of ``RoutingGym/MultiTurn-v0`` and its variant: a ``MultiTurnRoutingEnv``."""
+    return with_observation(MultiTurnRoutingEnv, **kwargs)
 
 
 def make_procedural_env(preset: str | None = None, **kwargs: Any) -> gym.Env:
     """A ``RoutingEnv`` on a procedural tournament (the entry point of the gymnasium ids).
 
     Keyword arguments that are ``RoutingEnv`` options (``split``, ``reward``, ``coefficients``,
-    ...) go to the env; the rest are ``ProceduralConfig`` knobs applied to ``preset`` (or to
-    the default config when no preset is named)::
+    ``stream``, ...) and gymnasium's ``render_mode`` go to the env, ``observation`` (and the
+    feature options) choose its view as for every id; the rest are ``ProceduralConfig`` knobs
+    applied to ``preset`` (or to the default config when no preset is named)::
 
         gym.make("RoutingGym/Procedural-v0", text_signal=1.0, n_queries=500, split="test")
         gym.make("RoutingGym/TwoModel-v0", seed=3, coefficients={"lambda_e": 0.4})
     """
+    view = {key: kwargs.pop(key) for key in list(kwargs) if key in OBSERVATION_OPTIONS}
     tournament, env_kwargs = _procedural_tournament(preset, kwargs)
-    return RoutingEnv(tournament=tournament, **env_kwargs)
+    return with_observation(RoutingEnv, **view, tournament=tournament, **env_kwargs)
 
 
 def make_procedural_vector_env(num_envs: int = 1, preset: str | None = None, **kwargs: Any) -> gym.vector.VectorEnv:
     """A ``RoutingVectorEnv`` on a procedural tournament (the ids' ``vector_entry_point``);
-    keywords as ``make_procedural_env``, plus the vector env's own (``observation``, ...)."""
+    keywords as ``make_procedural_env``. Streams (``stream=T``) vectorize as ``make_sync_vector_env``."""
     from routing_gym.envs.vector_env import RoutingVectorEnv
 
-    vector_options = {"observation", "featurizer", "fit_split", "feature_params"}
-    vector_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in vector_options}
+    if kwargs.get("stream") is not None:
+        return make_sync_vector_env(PROCEDURAL_ID, num_envs, preset=preset, **kwargs)
+    view = {key: kwargs.pop(key) for key in list(kwargs) if key in OBSERVATION_OPTIONS}
     tournament, env_kwargs = _procedural_tournament(preset, kwargs)
-    return RoutingVectorEnv(num_envs, tournament=tournament, **env_kwargs, **vector_kwargs)
+    return RoutingVectorEnv(num_envs, tournament=tournament, **env_kwargs, **view)
+
+
+def make_replay_vector_env(num_envs: int = 1, **kwargs: Any) -> gym.vector.VectorEnv:
+    """``RoutingGym/Replay-v0``'s ``vector_entry_point``: a ``RoutingVectorEnv``, or for streams
+    (``stream=T``) ``make_sync_vector_env``."""
+    from routing_gym.envs.vector_env import RoutingVectorEnv
+
+    if kwargs.get("stream") is not None:
+        return make_sync_vector_env(REPLAY_ID, num_envs, **kwargs)
+    return RoutingVectorEnv(num_envs, **kwargs)
 
 
 def _procedural_tournament(preset: str | None, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The generated tournament and the env options among ``kwargs`` (the rest are generator knobs)."""
     from routing_gym.sources.synthetic import ProceduralConfig, generate_cached, preset_config
 
-    env_options = set(default_config()) - {"tournament"}
+    env_options = {*default_config(), "render_mode"} - {"tournament"}
     if "tournament" in kwargs:
         raise TypeError("procedural environments build their own tournament; use RoutingGym/Replay-v0 for a given one")
     env_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in env_options}
-    if preset is not None:
-        config = preset_config(preset, **kwargs)
-    else:
-        known = {f.name for f in dataclasses.fields(ProceduralConfig)}
-        unknown = set(kwargs) - known
-        if unknown:
-            raise TypeError(
-                f"{PROCEDURAL_ID}: unknown option(s) {sorted(unknown)}; env options: {sorted(env_options)}; "
-                f"ProceduralConfig fields: {sorted(known)}"
-            )
-        config = ProceduralConfig(**kwargs)
+    known = {f.name for f in dataclasses.fields(ProceduralConfig)}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise unexpected_keyword_error(
+            "make_procedural_env", unknown, [*env_options, *OBSERVATION_OPTIONS, *(f"ProceduralConfig.{k}" for k in known)]
+        )
+    config = preset_config(preset, **kwargs) if preset is not None else ProceduralConfig(**kwargs)
     return generate_cached(config), env_kwargs
 
 
@@ -105,19 +189,44 @@ def make_sync_vector_env(env_id: str, num_envs: int = 1, **kwargs: Any) -> gym.v
 
 
 def registered_ids() -> list[str]:
-    """Every id this module registers."""
+    """The base id of every env family and procedural preset (each also registered as
+    ``features_ids()`` and, for the one-query ones, ``stream_ids()``)."""
     return [*ENTRY_POINTS, PROCEDURAL_ID, *PRESET_IDS.values()]
 
 
+def features_ids() -> list[str]:
+    """The ``-features-v0`` id of every base id: the same env observed as a ``Box``."""
+    return [features_id(env_id) for env_id in registered_ids()]
+
+
+def stream_ids() -> list[str]:
+    """The ``-features-stream-v0`` id of every one-query base id."""
+    return [stream_id(env_id) for env_id in ONE_QUERY_IDS]
+
+
 def register_all() -> None:
-    for env_id, entry_point in ENTRY_POINTS.items():
-        if env_id not in gym.registry:
-            vector = VECTOR_ENTRY_POINT if env_id == REPLAY_ID else functools.partial(make_sync_vector_env, env_id)
-            gym.register(env_id, entry_point=entry_point, vector_entry_point=vector)
-    procedural = "routing_gym.envs.registration:make_procedural_env"
-    procedural_vector = "routing_gym.envs.registration:make_procedural_vector_env"
-    if PROCEDURAL_ID not in gym.registry:
-        gym.register(PROCEDURAL_ID, entry_point=procedural, vector_entry_point=procedural_vector)
-    for name, env_id in PRESET_IDS.items():
-        if env_id not in gym.registry:
-            gym.register(env_id, entry_point=procedural, vector_entry_point=procedural_vector, kwargs={"preset": name})
+    procedural = f"{_HERE}:make_procedural_env"
+    procedural_vector = f"{_HERE}:make_procedural_vector_env"
+    replay_vector = f"{_HERE}:make_replay_vector_env"
+    entries = {**ENTRY_POINTS, PROCEDURAL_ID: procedural, **{env_id: procedural for env_id in PRESET_IDS.values()}}
+    presets = {env_id: {"preset": name} for name, env_id in PRESET_IDS.items()}
+    for env_id, entry_point in entries.items():
+        native = env_id == REPLAY_ID or entry_point == procedural  # one-query ids: RoutingVectorEnv
+        vector = (procedural_vector if entry_point == procedural else replay_vector) if native else None
+        base = presets.get(env_id, {})
+        variants = {env_id: {}, features_id(env_id): {"observation": "features"}}
+        if env_id in ONE_QUERY_IDS:
+            variants[stream_id(env_id)] = {"observation": "features", "stream": STREAM_LENGTH}
+        for variant, extra in variants.items():
+            if variant in gym.registry:
+                continue
+            streams = "stream" in extra
+            vector_entry = vector if vector is not None and not streams else functools.partial(make_sync_vector_env, variant)
+            gym.register(variant, entry_point=entry_point, vector_entry_point=vector_entry, kwargs={**base, **extra})
+    register_gym_plugin()  # into old gym's registry too, when it is loaded
+
+
+def register_gym_plugin() -> None:
+    """The Box ids in old gym's registry (if gym is loaded); also old gym's plugin hook (entry
+    point group ``gym.envs``), which it runs while it is imported."""
+    register_legacy_ids(features_ids() + stream_ids())

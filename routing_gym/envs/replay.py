@@ -31,6 +31,29 @@ ORDERS = ("shuffle", "sequential")
 INVALID_ACTION_MODES = ("raise", "penalize")
 
 
+def unexpected_keyword_error(function: str, unknown: list[str], known: Any) -> TypeError:
+    """Python's own wording for an unknown keyword (clients such as TorchRL retry without a
+    keyword on exactly that message), then the options there are."""
+    return TypeError(
+        f"{function}() got an unexpected keyword argument {unknown[0]!r} "
+        f"(unknown option(s) {unknown}; options: {sorted(known)})"
+    )
+
+
+def checked_render_mode(owner: type, render_mode: str | None) -> str | None:
+    """``render_mode`` if ``owner.metadata`` declares it (None, gymnasium's default, always).
+
+    Another mode raises ``TypeError``: SB3 asks for ``"rgb_array"`` and retries without it on
+    exactly that error."""
+    modes = owner.metadata["render_modes"]
+    if render_mode is not None and render_mode not in modes:
+        raise TypeError(
+            f"{owner.__name__}.__init__() got render_mode={render_mode!r}, which it does not support "
+            f"(render_modes: {modes}): an episode is a question and a route; read the step info instead"
+        )
+    return render_mode
+
+
 @dataclass(frozen=True)
 class QueryStreamConfig:
     """Which queries an env replays and what its observation shows."""
@@ -50,7 +73,7 @@ class QueryStreamConfig:
         known = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(overrides) - set(known))
         if unknown:
-            raise TypeError(f"{env_name} got unknown option(s) {unknown}; options: {sorted(known)}")
+            raise unexpected_keyword_error(f"{env_name}.__init__", unknown, known)
         return cls(**overrides)
 
     @classmethod
@@ -83,11 +106,18 @@ class RoutingConfig(QueryStreamConfig):
     invalid_penalty: float = DEFAULT_INVALID_PENALTY
     invalid_action: str = "raise"  # "raise" or "penalize" an invalid action
     allow_ungated: bool = False  # accept coefficients that break the reward's gate
+    # None: every episode is one query. T: an episode is a stream of T queries (each step shows
+    # the next one; truncated after T), so a client's next-step autoreset costs 1 step in T.
+    stream: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.invalid_action not in INVALID_ACTION_MODES:
             raise UnknownNameError("invalid_action mode", self.invalid_action, list(INVALID_ACTION_MODES))
+        if self.stream is not None and not (
+            isinstance(self.stream, (int, np.integer)) and not isinstance(self.stream, bool) and self.stream >= 2
+        ):
+            raise ValueError(f"stream (queries per episode) must be an integer >= 2 or None for one-query episodes, got {self.stream!r}")
         object.__setattr__(self, "coefficients", resolve_coefficients(self.reward, self.coefficients))
 
     def make_reward(self) -> Reward:
@@ -263,10 +293,12 @@ class ReplayEnv(gym.Env):
     """Base of the replay environments: config, core, sampler, the question observation, the
     action rule and ``action_masks``. Subclasses define ``reset``/``step`` and their spaces."""
 
+    # Nothing to draw (render() says so): no render mode but gymnasium's default None.
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
     config_class: ClassVar[type[QueryStreamConfig]] = QueryStreamConfig
 
-    def __init__(self, config: QueryStreamConfig | None = None, **overrides: Any):
+    def __init__(self, config: QueryStreamConfig | None = None, *, render_mode: str | None = None, **overrides: Any):
+        self.render_mode = checked_render_mode(type(self), render_mode)
         config = self.config_class.resolve(config, overrides, type(self).__name__)
         self.config = config
         from routing_gym.sources import resolve_tournament  # sources sit beside envs; import on use

@@ -55,17 +55,27 @@ class RoutingEnv(ReplayEnv):
 
     ## Episode End
     Every episode is one step: `terminated=True`, `truncated=False` (so no value is ever
-    bootstrapped into the bandit reward).
+    bootstrapped into the bandit reward). With `stream=T` an episode is a stream of T queries
+    instead: each step scores the route exactly as above and shows the next query
+    (`terminated=False`), and the T-th step is `truncated=True` (the stream is cut, not over).
+    A client that vectorizes with gymnasium's next-step autoreset (CleanRL's `SyncVectorEnv`)
+    then spends one reset step in T+1, not one in two. The `-stream` ids set T = 100. A
+    learner that bootstraps (`gamma > 0`) adds later queries' rewards to a route's return:
+    they do not depend on the route, so they add variance, not bias; `gamma=0` removes it.
 
     ## Info
-    After `reset`: `query_id`. After `step`: also `model_id`, `valid`, `correct`, `energy_j`,
+    After `reset`: `query_id`. After `step` (about the routed query): also `model_id`, `valid`, `correct`, `energy_j`,
     `latency_s`, `mean_power_w`, `oracle_reward` (best reward available for the query, for
-    regret) and the reward components (e.g. `z_energy`). Info is for logging and regret;
+    regret) and the reward components (e.g. `z_energy`); with `stream`, `next_query_id` (the
+    query now shown). Info is for logging and regret;
     agents learn what a query *is* from the observation.
 
     ## Arguments
-    `RoutingConfig` (see `default_config()`); pass a config or keyword overrides. Registered
-    ids: `RoutingGym/Replay-v0` (any tournament) and the procedural presets.
+    `RoutingConfig` (see `default_config()`); pass a config or keyword overrides, and
+    gymnasium's `render_mode` (None: nothing renders). Unknown keywords raise Python's own
+    `TypeError: ... got an unexpected keyword argument 'x'`. Registered ids:
+    `RoutingGym/Replay-v0` (any tournament) and the procedural presets, each also as
+    `-features-v0` (a `Box` observation) and `-features-stream-v0` (`registration.py`).
 
     ## Batched evaluation
     `evaluate(actions)` scores one action per query of the split in split order, vectorized,
@@ -81,6 +91,7 @@ class RoutingEnv(ReplayEnv):
         self.observation_space = self._make_observation_space()
         self.action_space = spaces.Discrete(self.tournament.n_models)
         self._current: int | None = None
+        self._routed = 0  # queries routed in this episode (streams)
 
     def _make_observation_space(self) -> spaces.Dict:
         return spaces.Dict(self._question_spaces)
@@ -92,11 +103,12 @@ class RoutingEnv(ReplayEnv):
             self.sampler.restart()
         self._before_draw()
         self._current = self._draw(options)
+        self._routed = 0
         return self._observe(self._current), self.core.query_info(self._current)
 
     def step(self, action):
         if self._current is None:
-            raise RoutingGymError("step() called before reset(): every episode is one query, reset() shows it")
+            raise RoutingGymError("step() called before reset() (or after the episode ended): reset() shows the first query")
         mask = self._valid_now()
         a = self._checked_action(action, self.action_space.n, mask, self.config.invalid_action)
         position, self._current = self._current, None
@@ -109,7 +121,16 @@ class RoutingEnv(ReplayEnv):
             info["oracle_reward"] = float(self.core.reward_matrix[position][mask].max())
         self._add_info(info)
         reward = float(self.reward.invalid_penalty if a is None else self.core.reward_matrix[position, a])
-        return self._observe(position), reward, True, False, info
+        if self.config.stream is None:
+            return self._observe(position), reward, True, False, info
+        # A stream: show the next query; the last one shown when the stream is cut is never routed.
+        self._routed += 1
+        self._before_draw()
+        shown = self.sampler.next(self.np_random)
+        info["next_query_id"] = self.core.query_ids[shown]
+        truncated = self._routed >= self.config.stream
+        self._current = None if truncated else shown
+        return self._observe(shown), reward, False, truncated, info
 
     # ------------------------------------------------------------------ batched API
     def evaluate(self, actions: Any) -> BatchResult:

@@ -52,7 +52,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from routing_gym.envs.replay import QuerySampler, ReplayCore, RoutingConfig
+from routing_gym.envs.replay import QuerySampler, ReplayCore, RoutingConfig, checked_render_mode
 from routing_gym.envs.rewards import Reward
 from routing_gym.envs.wrappers import BoxFeatures, tournament_featurizer
 from routing_gym.errors import InvalidActionError, RoutingGymError
@@ -86,6 +86,7 @@ class RoutingVectorEnv(VectorEnv):
         observation: ``"dict"`` (text, benchmark[, difficulty]) or ``"features"`` (``Box``).
         featurizer: a fitted ``ObservationFeaturizer`` for ``"features"``; default: the shared
             one fitted on ``fit_split`` of the tournament with ``feature_params``.
+        render_mode: gymnasium's; None only (nothing renders).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
@@ -99,8 +100,10 @@ class RoutingVectorEnv(VectorEnv):
         featurizer: Any = None,
         fit_split: str = "train",
         feature_params: Mapping[str, Any] | None = None,
+        render_mode: str | None = None,
         **overrides: Any,
     ):
+        self.render_mode = checked_render_mode(type(self), render_mode)
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
         if observation not in OBSERVATIONS:
@@ -108,6 +111,11 @@ class RoutingVectorEnv(VectorEnv):
         if observation == "dict" and (featurizer is not None or feature_params):
             raise TypeError("featurizer / feature_params apply to observation='features' only")
         self.config: RoutingConfig = RoutingConfig.resolve(config, overrides, type(self).__name__)
+        if self.config.stream is not None:
+            raise ValueError(
+                "RoutingVectorEnv steps one-query episodes with same-step autoreset (no reset step to amortize); "
+                "gym.make_vec(id, num_envs=B, stream=T) vectorizes streams (a SyncVectorEnv, same-step autoreset)"
+            )
         from routing_gym.sources import resolve_tournament  # sources sit beside envs; import on use
 
         self.tournament = resolve_tournament(self.config.tournament)

@@ -57,6 +57,7 @@ DEFAULT_AGENTS = (
     "fixed-smallest",
     "fixed-medium",
     "fixed-largest",
+    "per-benchmark",
     "random",
     "oracle",
     "linucb",

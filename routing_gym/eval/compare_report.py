@@ -16,6 +16,7 @@ from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.compare_cells import RunRecord
 from routing_gym.eval.compare_stats import CompareResult
 from routing_gym.eval.jsonsafe import strict_json
+from routing_gym.eval.robustness import markdown_lines
 from routing_gym.eval.reward_use import REWARD_FREE_MARK, reward_free_methods, reward_free_note
 
 
@@ -78,6 +79,8 @@ def _downsample(curve: dict[str, Any]) -> dict[str, Any]:
 def _ci(row: dict[str, Any], metric: str, fmt: str, scale: float = 1.0) -> str:
     if metric not in row:
         return "—"
+    if row.get(f"{metric}_ci_low") is None:  # a fixed model against the hull it helps build
+        return "on the hull" if row[metric] == 0 else f"{format(row[metric] * scale, fmt)} below the hull"
     value, low, high = (row[metric] * scale, row[f"{metric}_ci_low"] * scale, row[f"{metric}_ci_high"] * scale)
     return format(value, fmt) + f" [{format(low, fmt)}, {format(high, fmt)}]"
 
@@ -88,7 +91,7 @@ def markdown_report(result: CompareResult) -> str:
     reward = result.reward.describe()
     overhead_cols = sorted({k for r in result.rows for k in r if k.startswith(("overhead_", "fit_overhead_"))})
     header = ["Method", "Deployable", "Accuracy % [95% CI]", "Mean J [95% CI]", "Routing gain pp [95% CI]",
-              "Joules saved % [95% CI]", "Latency s", "Power W",
+              "Joules saved % [95% CI]", "Content gain pp [95% CI]", "Latency s", "Power W",
               "Top-1 share", f"Reward {reward} [95% CI]", "Invalid"] + [c.replace("overhead_", "overhead ").replace("fit_", "fit ") for c in overhead_cols]
     lines = [
         f"# Held-out comparison on {s['tournament']['name']}",
@@ -113,6 +116,7 @@ def markdown_report(result: CompareResult) -> str:
             _ci(r, "accuracy", ".1f", 100.0), _ci(r, "mean_energy_j", ",.1f"),
             _ci(r, "routing_gain_pp", "+.1f") + _outside_hull(r, "routing_gain_pp"),
             _ci(r, "joules_saved_pct", "+.1f") + _outside_hull(r, "joules_saved_pct"),
+            _ci(r, "content_gain_pp", "+.1f") + _outside_hull(r, "content_gain_pp"),
             f"{r['mean_latency_s']:.2f}", f"{r['mean_power_w']:.0f}",
             f"{r['top1_share']:.2f} ({r['top1_model']})", _ci(r, "mean_reward", ".3f"),
             f"{r['invalid_count']:g}",
@@ -124,7 +128,9 @@ def markdown_report(result: CompareResult) -> str:
         f"other coefficients are different metrics). Intervals: {s['intervals']}. Agent rows are means over "
         f"seeds (per-seed spread in summary.csv, `*_seed_sd`); 'always <model>' rows are the fixed models "
         f"computed directly from the table. Routing gain and joules saved: against the fixed-model hull "
-        f"({s['hull']}); {_OUTSIDE_MARKS}. "
+        f"({s['hull']}); {_OUTSIDE_MARKS}; a fixed model is 'on the hull' or a distance below it (no interval: "
+        f"it is one of the points the hull is built from). Content gain: against the task-aware hull "
+        f"({s['task_hull']}). "
         f"Invalid: invalid actions per evaluation pass ({s['invalid_actions']}). "
         f"Top-1 share: share of queries sent to the most used model (collapse indicator). Deployable: 'no' for "
         f"methods that read held-out outcomes (oracle, output-informed diagnostics).",
@@ -134,6 +140,9 @@ def markdown_report(result: CompareResult) -> str:
     lines += [free_note, ""] if free_note else []
     lines += [f"**Warning: {w}.**" for w in result.warnings] + ([""] if result.warnings else [])
     lines += _markdown_hull(result)
+    lines += _markdown_task_hull(result)
+    if "robustness" in result.pareto:
+        lines += markdown_lines(result.pareto["robustness"])
     lines += _markdown_benchmarks(result)
     lines += _markdown_pareto(result)
     if result.failures:
@@ -177,6 +186,37 @@ def _markdown_hull(result: CompareResult) -> list[str]:
         f"{', '.join(r['method'] for r in agents if r['method'] not in above + below) or 'none'}",
         "",
     ]
+
+
+def _markdown_task_hull(result: CompareResult) -> list[str]:
+    """The task-aware hull, its per-benchmark routes, and in words which methods read the
+    question beyond its benchmark label and whose gain the label explains."""
+    task = result.pareto.get("task_hull")
+    if not task:
+        return []
+    conf = f"{result.config.confidence:.0%}"
+    vertices = " → ".join(f"{m} ({j:,.1f} J, {100 * a:.1f} %)" for m, j, a in zip(task["vertices"], task["energy_j"], task["accuracy"]))
+    routes = [r for r in task["routes"] if r["route"] in task["vertices"]]
+    agents = [r for r in result.rows if r["seeds_ok"] and r["kind"] != "fixed-model"]
+    verdicts = {r["method"]: fixed_hull.content_verdict(r["routing_gain_pp_ci_low"], r["content_gain_pp_ci_low"],
+                                                        r["content_gain_pp_ci_high"]) for r in agents}
+    named = lambda verdict: ", ".join(m for m, v in verdicts.items() if v == verdict) or "none"  # noqa: E731
+    lines = [
+        "## Content gain over the task-aware hull: does a method read the question, or only its benchmark?", "",
+        f"Task-aware hull (fixed models and per-benchmark routes chosen on {result.config.train_split}, and their random "
+        f"mixes): {vertices}.", "",
+        *[f"- {r['route']}: " + ", ".join(f"{b} → {m}" for b, m in r["models"].items()) for r in routes],
+        *([""] if routes else []),
+        f"- {fixed_hull.BEYOND_TASK_LABEL} (content gain {conf} CI above 0): {named(fixed_hull.BEYOND_TASK_LABEL)}",
+        f"- {fixed_hull.TASK_ROUTING_ONLY} (routing gain {conf} CI above 0, content gain not): {named(fixed_hull.TASK_ROUTING_ONLY)}",
+        f"- {fixed_hull.BELOW_TASK_HULL} (content gain {conf} CI below 0, no routing gain): {named(fixed_hull.BELOW_TASK_HULL)}",
+        f"- {fixed_hull.ON_TASK_HULL}: {named(fixed_hull.ON_TASK_HULL)}",
+        "",
+    ]
+    explained = [r for r in agents if verdicts[r["method"]] == fixed_hull.TASK_ROUTING_ONLY]
+    lines += [f"{r['method']}'s routing gain ({_ci(r, 'routing_gain_pp', '+.1f')} pp) is explained by the benchmark label: "
+              f"its content gain is {_ci(r, 'content_gain_pp', '+.1f')} pp." for r in explained]
+    return lines + ([""] if explained else [])
 
 
 def _markdown_benchmarks(result: CompareResult) -> list[str]:

@@ -5,8 +5,8 @@ bootstrap intervals over held-out queries of the seed-averaged per-query values;
 ``*_seed_sd`` is the spread over seeds. One set of resamples is drawn per run and every
 resampled mean (each method's metrics, the fixed models' accuracy and joules) comes from one
 matrix product, so the hull gains (``eval/hull.py``: routing gain in pp and joules saved in %
-over the fixed-model hull, hull recomputed per resample) and the strict pairwise dominance
-tests cost no further passes over the queries. Also here: the Pareto fronts and
+over the fixed-model hull, content gain in pp over the task-aware hull, hulls recomputed per
+resample) and the strict pairwise dominance tests cost no further passes over the queries. Also here: the Pareto fronts and
 hypervolumes, and the online regret curves.
 """
 
@@ -24,6 +24,7 @@ from routing_gym.errors import UnknownNameError
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.compare_cells import PER_QUERY, CompareConfig, RunRecord
 from routing_gym.eval.pareto import hypervolume, pareto_front
+from routing_gym.eval.robustness import robustness_of_runs
 from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval, seed_spread
 from routing_gym.tournament import Tournament
 
@@ -86,6 +87,7 @@ class CompareResult:
             "invalid_actions": "count as wrong, cost 0 J / 0 s / 0 W, earn the invalid penalty",
             "hypervolume_reference": self.pareto["reference"],
             "hull": HULL_RULE,
+            "task_hull": fixed_hull.TASK_HULL_RULE,
             "warnings": self.warnings,
             "executor": c.executor,
             "elapsed_s": self.elapsed_s,
@@ -132,10 +134,17 @@ def aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: n
         low, high = percentile_interval(boot, config.confidence)
         for j, metric in enumerate(_CI_METRICS):
             by_method[method].update({f"{metric}_ci_low": float(low[j]), f"{metric}_ci_high": float(high[j])})
-    hull = _hull_gains(config, t, test_rows, by_method, resampled)
+    hulls = _hull_gains(config, t, test_rows, by_method, resampled)
 
     pareto = _pareto(rows, t, test_rows)
-    pareto["hull"] = hull
+    pareto.update(hulls)
+    # the same actions under every energy law the tournament records (derived tournaments only)
+    robust = robustness_of_runs(t, test_rows, runs, BootstrapPlan(len(test_rows), config.n_bootstrap,
+                                                                  config.bootstrap_seed), config.confidence)
+    if robust is not None:
+        pareto["robustness"] = robust.to_dict()
+        for r in rows:
+            r["verdict_robust_across_energy_laws"] = robust.robust.get(r["method"])
     for r in rows:
         if r["seeds_ok"]:
             r["hypervolume"] = hypervolume([r["accuracy"]], [r["mean_energy_j"]], pareto["reference"]["energy_j"],
@@ -151,47 +160,69 @@ _ACC, _J = list(_CI_METRICS).index("accuracy"), list(_CI_METRICS).index("mean_en
 def _resample(config: CompareConfig, t: Tournament, test_rows: np.ndarray,
               pooled: dict[str, dict[str, np.ndarray]]) -> dict[str, Any]:
     """Every resampled mean the run reports, from one pass over one set of resamples: per
-    method ``[B, len(_CI_METRICS)]``, and the fixed models' accuracy and joules ``[B, K]``."""
+    method ``[B, len(_CI_METRICS)]``, the fixed models' accuracy and joules ``[B, K]``, and
+    those of the task-aware hull's per-benchmark routes (chosen on the training split) ``[B, P]``."""
     plan = BootstrapPlan(len(test_rows), config.n_bootstrap, config.bootstrap_seed)
     k, width = t.n_models, len(_CI_METRICS)
+    train = t.split_rows(config.train_split)
+    routes = fixed_hull.task_routing(t.correct[train], t.energy_j[train], t.benchmark_codes[train], len(t.benchmarks))
+    codes, p = t.benchmark_codes[test_rows], len(routes)
+    route_values = [routes.per_query(t.correct[test_rows], codes), routes.per_query(t.energy_j[test_rows], codes)]
     blocks = [np.stack([pooled[m][_CI_METRICS[c]] for c in _CI_METRICS], axis=1) for m in pooled]
-    blocks += [t.correct[test_rows], t.energy_j[test_rows]]
+    blocks += [t.correct[test_rows], t.energy_j[test_rows], *route_values]
     boot = plan.means(np.concatenate(blocks, axis=1))
+    fixed = boot[:, len(pooled) * width:]
     return {
         "methods": {m: boot[:, i * width:(i + 1) * width] for i, m in enumerate(pooled)},
-        "fixed_accuracy": boot[:, -2 * k:-k],
-        "fixed_energy_j": boot[:, -k:],
+        "fixed_accuracy": fixed[:, :k],
+        "fixed_energy_j": fixed[:, k:2 * k],
+        "routes": routes,
+        "route_accuracy": (route_values[0].mean(axis=0), fixed[:, 2 * k:2 * k + p]),  # (test, resampled)
+        "route_energy_j": (route_values[1].mean(axis=0), fixed[:, 2 * k + p:]),
     }
 
 
 def _hull_gains(config: CompareConfig, t: Tournament, test_rows: np.ndarray, by_method: dict[str, dict[str, Any]],
-                resampled: dict[str, Any]) -> dict[str, Any]:
-    """The fixed-model hull on the test split, and each method's routing gain (pp) and joules
-    saved (%) with paired intervals (hull and method recomputed on the same resamples)."""
+                resampled: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Both hulls on the test split, and each method's routing gain (pp), joules saved (%)
+    and content gain (pp) with paired intervals (hulls and method recomputed on the same
+    resamples; every method in one call per statistic, so each hull is built once per resample)."""
     fixed_acc, fixed_j = t.correct[test_rows].mean(axis=0), t.energy_j[test_rows].mean(axis=0)
-    hull = fixed_hull.fixed_model_hull(fixed_j, fixed_acc)
     boot_acc, boot_j = resampled["fixed_accuracy"], resampled["fixed_energy_j"]
-    for method, boot in resampled["methods"].items():
-        row = by_method[method]
-        acc, joules = row["accuracy"], row["mean_energy_j"]
-        values = {
-            "routing_gain_pp": (100 * fixed_hull.routing_gain(fixed_j, fixed_acc, joules, acc),
-                                100 * fixed_hull.routing_gain(boot_j, boot_acc, boot[:, _J], boot[:, _ACC]),
-                                hull.gain_position(joules)),
-            "joules_saved_pct": (100 * fixed_hull.joules_saved(fixed_j, fixed_acc, joules, acc),
-                                 100 * fixed_hull.joules_saved(boot_j, boot_acc, boot[:, _J], boot[:, _ACC]),
-                                 hull.saving_position(acc)),
-        }
-        for name, (point, boot_values, position) in values.items():
-            low, high = percentile_interval(boot_values, config.confidence)
-            row.update({name: _snap(point), f"{name}_ci_low": _snap(low), f"{name}_ci_high": _snap(high),
-                        f"{name}_vs": position})
+    (route_acc, boot_route_acc), (route_j, boot_route_j) = resampled["route_accuracy"], resampled["route_energy_j"]
+    hull = fixed_hull.fixed_model_hull(fixed_j, fixed_acc)
+    task_hull, task_record = fixed_hull.task_aware_hull(fixed_j, fixed_acc, resampled["routes"], route_j, route_acc,
+                                                        list(t.model_ids), t.benchmarks)
+    methods = list(resampled["methods"])
+    acc = np.array([by_method[m]["accuracy"] for m in methods])
+    joules = np.array([by_method[m]["mean_energy_j"] for m in methods])
+    boot_m_acc = np.stack([resampled["methods"][m][:, _ACC] for m in methods], axis=1)  # [B, M]
+    boot_m_j = np.stack([resampled["methods"][m][:, _J] for m in methods], axis=1)
+    per_resample = (slice(None), None)  # one point set per resample, shared by the M methods
+    values = {
+        "routing_gain_pp": (100 * fixed_hull.routing_gain(fixed_j, fixed_acc, joules, acc),
+                            100 * fixed_hull.routing_gain(boot_j[per_resample], boot_acc[per_resample], boot_m_j, boot_m_acc),
+                            [hull.gain_position(j) for j in joules]),
+        "joules_saved_pct": (100 * fixed_hull.joules_saved(fixed_j, fixed_acc, joules, acc),
+                             100 * fixed_hull.joules_saved(boot_j[per_resample], boot_acc[per_resample], boot_m_j, boot_m_acc),
+                             [hull.saving_position(a) for a in acc]),
+        "content_gain_pp": (100 * fixed_hull.content_gain(fixed_j, fixed_acc, route_j, route_acc, joules, acc),
+                            100 * fixed_hull.content_gain(boot_j[per_resample], boot_acc[per_resample], boot_route_j[per_resample],
+                                                          boot_route_acc[per_resample], boot_m_j, boot_m_acc),
+                            [task_hull.gain_position(j) for j in joules]),
+    }
+    for name, (points, boot_values, positions) in values.items():
+        low, high = percentile_interval(boot_values, config.confidence)
+        for i, method in enumerate(methods):
+            interval = (_snap(low[i]), _snap(high[i]))
+            if by_method[method]["kind"] == "fixed-model" and name != "content_gain_pp":
+                interval = (None, None)  # a point of the fixed-model hull itself: on it (0) or a distance below
+            by_method[method].update({name: _snap(points[i]), f"{name}_ci_low": interval[0],
+                                      f"{name}_ci_high": interval[1], f"{name}_vs": positions[i]})
     return {
-        "models": [t.model_ids[i] for i in hull.vertex_index],
-        "energy_j": hull.energy_j.tolist(),
-        "accuracy": hull.accuracy.tolist(),
-        "max_fixed_energy_j": float(fixed_j.max()),
-        "rule": HULL_RULE,
+        "hull": {"models": [t.model_ids[i] for i in hull.vertex_index], "energy_j": hull.energy_j.tolist(),
+                 "accuracy": hull.accuracy.tolist(), "max_fixed_energy_j": float(fixed_j.max()), "rule": HULL_RULE},
+        "task_hull": task_record,
     }
 
 

@@ -1,4 +1,4 @@
-"""Operating-point curves: sweep an agent's cost knob and compare the curve with the fixed-model hull.
+"""Operating-point curves: sweep an agent's cost knob and compare the curve with both hulls.
 
 One point of ``compare`` says where a router lands; its *curve* says whether it routes at every
 budget. An agent joins by declaring a ``cost_knob`` (``CostKnob``): the one number that trades
@@ -15,9 +15,15 @@ accuracy for joules. ``run_frontier``:
    the hull** on their common joule range (the area between the curve, read as its own hull,
    and the fixed-model hull divided by the range's width: an AIQ-style number,
    ``hull.mean_gain_over_range``), and for every fixed model whether some operating point
-   strictly dominates it (``stats.dominance_from_resamples``). Intervals are paired
-   percentile bootstrap intervals: one ``BootstrapPlan`` over test queries recomputes the
-   hull, the curve and every point per resample.
+   strictly dominates it (``stats.dominance_from_resamples``);
+5. the same against the **task-aware hull** (``hull.task_routing``: per benchmark the model
+   maximising accuracy - lambda x J on the whole training split, for every lambda, with the
+   fixed models and their mixes): each point's content gain, the curve's **mean content gain**,
+   and which per-benchmark routes some point strictly dominates. A curve that routes only by
+   the benchmark label has no content gain.
+
+Intervals are paired percentile bootstrap intervals: one ``BootstrapPlan`` over test queries
+recomputes both hulls, the curve and every point per resample.
 
 Dominance "by some point" takes the best of the curve's points, each tested at the stated
 confidence; it is not corrected for the number of points (stated in every output).
@@ -44,16 +50,15 @@ from routing_gym.errors import RoutingGymError, UsageError
 from routing_gym.eval.jsonsafe import strict_json
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.pareto import pareto_front
+from routing_gym.eval.robustness import energy_under_laws, markdown_lines, verdict_robustness
 from routing_gym.tournament.scoring import score_actions
 from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval
 from routing_gym.tournament import Tournament
 
 KnobTarget = Literal["act", "fit", "reward"]
 KNOB_TARGETS = ("act", "fit", "reward")
-DEFAULT_FRONTIER_AGENTS = ("cost-aware", "knn", "uniroute", "linucb")
+DEFAULT_FRONTIER_AGENTS = ("cost-aware", "knn", "uniroute", "linucb", "per-benchmark")
 MIN_BOOTSTRAP = 10
-_GAIN_GRID = 256  # joule grid of the mean gain (hull.mean_gain_over_range's default)
-_GAIN_CHUNK_CELLS = 4_000_000  # resamples x grid x K x K cells per chunk of the resampled mean gain
 
 
 @dataclass(frozen=True)
@@ -187,8 +192,9 @@ class AgentCurve:
     points: list[OperatingPoint] = field(default_factory=list)
     fit_s: float = 0.0
     error: str = ""
-    summary: dict[str, Any] = field(default_factory=dict)  # mean gain over the hull, range, CI
+    summary: dict[str, Any] = field(default_factory=dict)  # mean (content) gain over each hull, range, CI
     dominance: list[dict[str, Any]] = field(default_factory=list)  # one entry per fixed model
+    route_dominance: list[dict[str, Any]] = field(default_factory=list)  # one entry per per-benchmark route
 
     @property
     def selected(self) -> list[OperatingPoint]:
@@ -198,6 +204,7 @@ class AgentCurve:
         return {
             "agent": self.agent, "knob": None if self.knob is None else asdict(self.knob), "fit_s": self.fit_s,
             "error": self.error, "summary": self.summary, "dominance": self.dominance,
+            "route_dominance": self.route_dominance,
             "points": [{k: v for k, v in asdict(p).items() if k != "per_query"} for p in self.points],
         }
 
@@ -209,6 +216,7 @@ class FrontierResult:
     curves: list[AgentCurve]
     fixed: pd.DataFrame  # model, test accuracy, test mean joules
     hull: dict[str, Any]
+    task_hull: dict[str, Any] = field(default_factory=dict)  # vertices, the per-benchmark routes on test
     elapsed_s: float = 0.0
 
     @property
@@ -233,10 +241,13 @@ class FrontierResult:
             "intervals": f"{c.confidence:.0%} paired percentile bootstrap over the test queries ({c.n_bootstrap} "
                          f"resamples, seed {c.bootstrap_seed}); hull, curve and points recomputed per resample",
             "mean_gain": "area between the curve (read as its own hull) and the fixed-model hull over their common "
-                         "joule range, divided by the range's width (pp); area_pp_j = mean gain x width (derived)",
-            "dominance": f"strict paired test per (operating point, fixed model) at {c.confidence:.0%}; a fixed model "
-                         "counts as dominated when some point dominates it (not corrected for the number of points)",
+                         "joule range, divided by the range's width (pp); area_pp_j = mean gain x width (derived); "
+                         "mean content gain: the same against the task-aware hull",
+            "dominance": f"strict paired test per (operating point, fixed model or per-benchmark route) at "
+                         f"{c.confidence:.0%}; a fixed model or route counts as dominated when some point dominates it "
+                         "(not corrected for the number of points)",
             "hull": fixed_hull.__doc__.strip().splitlines()[0],
+            "task_hull": fixed_hull.TASK_HULL_RULE + f"; routes chosen on the whole {train} split (fit and validation)",
             "elapsed_s": self.elapsed_s,
         }
 
@@ -296,8 +307,8 @@ def run_frontier(config: FrontierConfig) -> FrontierResult:
             status = f"FAILED ({curve.error[:120]})" if curve.error else f"{len(curve.selected)} of {len(grid)} values chosen"
             print(f"frontier: {name}: {status} in {curve.fit_s:.1f} s", file=sys.stderr, flush=True)
         curves.append(curve)
-    fixed, hull = _analyse(config, t, rows["test"], curves)
-    return FrontierResult(config, t, curves, fixed, hull, time.perf_counter() - start)
+    fixed, hull, task_hull = _analyse(config, t, rows["test"], curves)
+    return FrontierResult(config, t, curves, fixed, hull, task_hull, time.perf_counter() - start)
 
 
 def _sweep(name: str, knob: CostKnob, grid: tuple[float, ...], config: FrontierConfig, t: Tournament,
@@ -355,82 +366,111 @@ def _route(agent: Any, batch: ObservationBatch, t: Tournament, rows: np.ndarray,
     # The one scorer: invalid actions count as wrong and cost 0 J, as everywhere else.
     zeros = np.zeros((len(rows), t.n_models))
     scored = score_actions(zeros, t.outcomes(rows), actions, config.invalid_penalty)
-    return {"correct": scored.correct.astype(np.float64), "energy_j": scored.energy_j.astype(np.float64)}
+    return {"correct": scored.correct.astype(np.float64), "energy_j": scored.energy_j.astype(np.float64),
+            "actions": scored.actions}
 
 
 # ---------------------------------------------------------------------- test-split statistics
 def _analyse(config: FrontierConfig, t: Tournament, test_rows: np.ndarray,
-             curves: list[AgentCurve]) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Fills every curve's summary, points' intervals and dominance; returns the fixed models and hull."""
+             curves: list[AgentCurve]) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
+    """Fills every curve's summary, points' intervals and dominance; returns the fixed models,
+    the fixed-model hull and the task-aware hull."""
     k = t.n_models
     correct, energy = t.correct[test_rows], t.energy_j[test_rows]
     fixed_acc, fixed_j = correct.mean(axis=0), energy.mean(axis=0)
     fixed = pd.DataFrame({"model": t.model_ids, "accuracy": fixed_acc, "mean_energy_j": fixed_j})
-    hull = fixed_hull.fixed_model_hull(fixed_j, fixed_acc)
+    train_rows = np.sort(np.concatenate([t.split_rows(f"{config.train_split}:{part}") for part in ("fit", "validation")]))
+    routes = fixed_hull.task_routing(t.correct[train_rows], t.energy_j[train_rows], t.benchmark_codes[train_rows],
+                                     len(t.benchmarks))
+    codes, n_routes = t.benchmark_codes[test_rows], len(routes)
+    route_correct, route_energy = routes.per_query(correct, codes), routes.per_query(energy, codes)
+    route_acc, route_j = route_correct.mean(axis=0), route_energy.mean(axis=0)
     ok = [c for c in curves if not c.error and c.selected]
-    blocks = [correct, energy] + [np.stack([p.per_query["correct"], p.per_query["energy_j"]], axis=1)
-                                  for c in ok for p in c.selected]
+    blocks = [correct, energy, route_correct, route_energy] + [np.stack([p.per_query["correct"], p.per_query["energy_j"]], axis=1)
+                                                      for c in ok for p in c.selected]
     boot = BootstrapPlan(len(test_rows), config.n_bootstrap, config.bootstrap_seed).means(np.concatenate(blocks, axis=1))
     boot_acc, boot_j = boot[:, :k], boot[:, k:2 * k]
+    boot_route_acc, boot_route_j = boot[:, 2 * k:2 * k + n_routes], boot[:, 2 * k + n_routes:2 * (k + n_routes)]
+    # Each yardstick: its points on test and per resample (J, accuracy), and its hull.
+    task_hull, task_record = fixed_hull.task_aware_hull(fixed_j, fixed_acc, routes, route_j, route_acc, list(t.model_ids),
+                                                        t.benchmarks)
+    yardsticks = {
+        "": (fixed_j, fixed_acc, boot_j, boot_acc),
+        "content_": (*fixed_hull.task_aware_points(fixed_j, fixed_acc, route_j, route_acc),
+                     *fixed_hull.task_aware_points(boot_j, boot_acc, boot_route_j, boot_route_acc)),
+    }
+    hulls = {"": fixed_hull.fixed_model_hull(fixed_j, fixed_acc), "content_": task_hull}
     scale = (float(np.abs(correct).max()), float(np.abs(energy).max()))
-    column = 2 * k
+    column = 2 * (k + n_routes)
     for curve in ok:
         points = curve.selected
         boot_points = boot[:, column:column + 2 * len(points)].reshape(len(boot), len(points), 2)  # [B, C, (acc, J)]
         column += 2 * len(points)
         for i, p in enumerate(points):
-            gain = 100 * fixed_hull.routing_gain(fixed_j, fixed_acc, p.test_energy_j, p.test_accuracy)
-            boot_gain = 100 * fixed_hull.routing_gain(boot_j, boot_acc, boot_points[:, i, 1], boot_points[:, i, 0])
-            p.stats = {"routing_gain_pp": float(gain), "routing_gain_vs": hull.gain_position(p.test_energy_j)}
-            for metric, values in (("accuracy", boot_points[:, i, 0]), ("energy_j", boot_points[:, i, 1]),
-                                   ("routing_gain_pp", boot_gain)):
+            p.stats = {}
+            resampled = {"accuracy": boot_points[:, i, 0], "energy_j": boot_points[:, i, 1]}
+            for tag, (j, acc, b_j, b_acc) in yardsticks.items():
+                name = "routing_gain" if not tag else "content_gain"
+                p.stats[f"{name}_pp"] = float(100 * fixed_hull.routing_gain(j, acc, p.test_energy_j, p.test_accuracy))
+                p.stats[f"{name}_vs"] = hulls[tag].gain_position(p.test_energy_j)
+                resampled[f"{name}_pp"] = 100 * fixed_hull.routing_gain(b_j, b_acc, boot_points[:, i, 1], boot_points[:, i, 0])
+            for metric, values in resampled.items():
                 low, high = percentile_interval(values, config.confidence)
                 p.stats.update({f"{metric}_ci_low": float(low), f"{metric}_ci_high": float(high)})
-        curve_j = np.array([p.test_energy_j for p in points])
-        curve_acc = np.array([p.test_accuracy for p in points])
-        mean_gain = float(fixed_hull.mean_gain_over_range(fixed_j, fixed_acc, curve_j, curve_acc))
-        low_j, high_j = max(fixed_j.min(), curve_j.min()), min(fixed_j.max(), curve_j.max())
-        curve.summary = {"n_points": len(points), "joule_range": [float(low_j), float(high_j)],
-                         "mean_gain_pp": 100 * mean_gain, "area_pp_j": 100 * mean_gain * (high_j - low_j)}
-        if math.isfinite(mean_gain):
-            boot_mean = 100 * _resampled_mean_gain(boot_j, boot_acc, boot_points[:, :, 1], boot_points[:, :, 0])
-            finite = boot_mean[np.isfinite(boot_mean)]  # a resample where the ranges stop overlapping has no area
-            low, high = percentile_interval(finite, config.confidence) if len(finite) else (math.nan, math.nan)
-            curve.summary.update(mean_gain_pp_ci_low=float(low), mean_gain_pp_ci_high=float(high),
-                                 resamples_without_overlap=int(len(boot_mean) - len(finite)))
-        else:
-            curve.summary["note"] = ("the curve and the fixed models share no joule range (a single point, or every "
-                                     "point outside the fixed models' range): no area")
-        curve.dominance = _dominated_fixed_models(config, t, fixed, points, boot_points, boot_acc, boot_j, scale)
-    hull_info = {"models": [t.model_ids[i] for i in hull.vertex_index], "energy_j": hull.energy_j.tolist(),
-                 "accuracy": hull.accuracy.tolist(), "max_fixed_energy_j": float(fixed_j.max())}
-    return fixed, hull_info
+        curve.summary = {"n_points": len(points)}
+        for tag, yardstick in yardsticks.items():
+            curve.summary.update(_mean_gain(tag, *yardstick, points, boot_points, config.confidence))
+        boot_fixed = np.stack([boot_acc, boot_j], axis=-1)
+        curve.dominance = _dominated(config, "model", t.model_ids, np.column_stack([fixed_acc, fixed_j]), boot_fixed,
+                                     points, boot_points, scale)
+        boot_routes = np.stack([boot_route_acc, boot_route_j], axis=-1)
+        curve.route_dominance = _dominated(config, "route", routes.labels(), np.column_stack([route_acc, route_j]),
+                                           boot_routes, points, boot_points, scale)
+    hull_info = {"models": [t.model_ids[i] for i in hulls[""].vertex_index], "energy_j": hulls[""].energy_j.tolist(),
+                 "accuracy": hulls[""].accuracy.tolist(), "max_fixed_energy_j": float(fixed_j.max())}
+    # every chosen point and fixed model re-priced under the tournament's other energy laws (eval/robustness.py)
+    energies = energy_under_laws(t, test_rows)
+    if len(energies) > 1:
+        actions = {f"always {m}": np.full(len(test_rows), k) for k, m in enumerate(t.model_ids)}
+        actions.update({f"{c.agent} {c.knob.parameter}={p.value:g}": p.per_query["actions"] for c in ok for p in c.selected})
+        hull_info["robustness"] = verdict_robustness(
+            correct, energies, actions, t.model_ids, BootstrapPlan(len(test_rows), config.n_bootstrap, config.bootstrap_seed),
+            config.confidence, fixed={f"always {m}": k for k, m in enumerate(t.model_ids)}).to_dict()
+    return fixed, hull_info, task_record
 
 
-def _resampled_mean_gain(fixed_j: np.ndarray, fixed_acc: np.ndarray, curve_j: np.ndarray, curve_acc: np.ndarray) -> np.ndarray:
-    """``mean_gain_over_range`` per resample, in chunks of resamples: one call holds
-    ``[B, grid, K, K]`` arrays (2.5 GB peak for 1,000 resamples of 16 models in one piece)."""
-    width = max(fixed_j.shape[-1], curve_j.shape[-1])
-    chunk = max(1, _GAIN_CHUNK_CELLS // (_GAIN_GRID * width * width))
-    return np.concatenate([
-        fixed_hull.mean_gain_over_range(fixed_j[i:i + chunk], fixed_acc[i:i + chunk], curve_j[i:i + chunk],
-                                        curve_acc[i:i + chunk], n_grid=_GAIN_GRID)
-        for i in range(0, len(fixed_j), chunk)
-    ])
+def _mean_gain(tag: str, points_j: np.ndarray, points_acc: np.ndarray, boot_j: np.ndarray, boot_acc: np.ndarray,
+               curve: list[OperatingPoint], boot_curve: np.ndarray, confidence: float) -> dict[str, Any]:
+    """A curve's mean gain over one hull (``tag`` "" for the fixed-model hull, "content_" for the
+    task-aware one) on their common joule range, with its interval."""
+    curve_j = np.array([p.test_energy_j for p in curve])
+    curve_acc = np.array([p.test_accuracy for p in curve])
+    mean_gain = float(fixed_hull.mean_gain_over_range(points_j, points_acc, curve_j, curve_acc))
+    low_j, high_j = max(points_j.min(), curve_j.min()), min(points_j.max(), curve_j.max())
+    out: dict[str, Any] = {f"{tag}joule_range": [float(low_j), float(high_j)], f"mean_{tag}gain_pp": 100 * mean_gain,
+                           f"{tag}area_pp_j": 100 * mean_gain * (high_j - low_j)}
+    if not math.isfinite(mean_gain):
+        out[f"{tag}note"] = ("the curve and the hull's points share no joule range (a single point, or every point outside "
+                             "their range): no area")
+        return out
+    boot_mean = 100 * fixed_hull.mean_gain_over_range(boot_j, boot_acc, boot_curve[:, :, 1], boot_curve[:, :, 0])
+    finite = boot_mean[np.isfinite(boot_mean)]  # a resample where the ranges stop overlapping has no area
+    low, high = percentile_interval(finite, confidence) if len(finite) else (math.nan, math.nan)
+    out.update({f"mean_{tag}gain_pp_ci_low": float(low), f"mean_{tag}gain_pp_ci_high": float(high),
+                f"{tag}resamples_without_overlap": int(len(boot_mean) - len(finite))})
+    return out
 
 
-def _dominated_fixed_models(config: FrontierConfig, t: Tournament, fixed: pd.DataFrame, points: list[OperatingPoint],
-                            boot_points: np.ndarray, boot_acc: np.ndarray, boot_j: np.ndarray,
-                            scale: tuple[float, float]) -> list[dict[str, Any]]:
-    """Per fixed model: the operating point most likely to dominate it, and whether it does."""
+def _dominated(config: FrontierConfig, key: str, names: list[str], targets: np.ndarray, boot_targets: np.ndarray,
+               points: list[OperatingPoint], boot_points: np.ndarray, scale: tuple[float, float]) -> list[dict[str, Any]]:
+    """Per target (a fixed model or a per-benchmark route; ``targets`` ``[T, (acc, J)]``,
+    ``boot_targets`` ``[B, T, 2]``): the operating point most likely to dominate it, and whether it does."""
     out = []
-    for m, model in enumerate(t.model_ids):
-        boot_fixed = np.stack([boot_acc[:, m], boot_j[:, m]], axis=1)
-        point_fixed = (float(fixed["accuracy"][m]), float(fixed["mean_energy_j"][m]))
-        tests = [dominance_from_resamples(boot_points[:, i], boot_fixed, (p.test_accuracy, p.test_energy_j), point_fixed,
-                                          config.confidence, scale=scale) for i, p in enumerate(points)]
+    for m, name in enumerate(names):
+        tests = [dominance_from_resamples(boot_points[:, i], boot_targets[:, m], (p.test_accuracy, p.test_energy_j),
+                                          tuple(targets[m]), config.confidence, scale=scale) for i, p in enumerate(points)]
         best = max(range(len(tests)), key=lambda i: (tests[i].dominates, tests[i].prob_dominates))
-        out.append({"model": model, "dominated": bool(tests[best].dominates), "by_value": points[best].value,
+        out.append({key: name, "dominated": bool(tests[best].dominates), "by_value": points[best].value,
                     "prob_dominates": tests[best].prob_dominates, "tied_axis": tests[best].tied_axis,
                     "delta_accuracy_pp": 100 * tests[best].delta_accuracy, "delta_energy_j": tests[best].delta_energy_j})
     return out
@@ -450,9 +490,12 @@ def write_frontier_outputs(result: FrontierResult, out_dir: str | Path, plots: b
                          "validation_energy_j": p.validation_energy_j, "test_accuracy": p.test_accuracy,
                          "test_energy_j": p.test_energy_j, **p.stats})
     pd.DataFrame(rows).to_csv(paths["points.csv"], index=False)
-    pd.DataFrame([{"agent": c.agent, **d} for c in result.curves for d in c.dominance]).to_csv(paths["dominance.csv"], index=False)
-    payload = {"settings": result.settings(), "hull": result.hull, "fixed_models": result.fixed.to_dict(orient="records"),
-               "curves": [c.to_dict() for c in result.curves]}
+    verdicts = [{"agent": c.agent, "against": "fixed model", **d} for c in result.curves for d in c.dominance]
+    verdicts += [{"agent": c.agent, "against": "per-benchmark route", "model": d["route"], **d}
+                 for c in result.curves for d in c.route_dominance]
+    pd.DataFrame(verdicts).drop(columns="route", errors="ignore").to_csv(paths["dominance.csv"], index=False)
+    payload = {"settings": result.settings(), "hull": result.hull, "task_hull": result.task_hull,
+               "fixed_models": result.fixed.to_dict(orient="records"), "curves": [c.to_dict() for c in result.curves]}
     paths["frontier.json"].write_text(json.dumps(strict_json(payload), indent=1, allow_nan=False))
     paths["table.md"].write_text(markdown_report(result))
     if plots:
@@ -472,6 +515,9 @@ def markdown_report(result: FrontierResult) -> str:
     conf = f"{result.config.confidence:.0%}"
     vertices = " → ".join(f"{m} ({j:,.1f} J, {100 * a:.1f} %)" for m, j, a in
                           zip(result.hull["models"], result.hull["energy_j"], result.hull["accuracy"]))
+    task = result.task_hull
+    task_vertices = " → ".join(f"{m} ({j:,.1f} J, {100 * a:.1f} %)" for m, j, a in
+                               zip(task["vertices"], task["energy_j"], task["accuracy"]))
     lines = [
         f"# Operating-point curves on {tour['name']}", "",
         f"Agents trained on {tour['n_fit']} queries ({val['of']} minus a validation part); knob values chosen on "
@@ -480,35 +526,45 @@ def markdown_report(result: FrontierResult) -> str:
         f"{tour['provenance']}. Training reward (unless the knob is its coefficient): {s['training_reward']}; seed "
         f"{s['seed']}.", "",
         f"Fixed-model hull (random mixes of fixed models) on {tour['test_split']}: {vertices}.", "",
+        f"Task-aware hull (fixed models and per-benchmark routes chosen on {val['of']}, and their mixes) on "
+        f"{tour['test_split']}: {task_vertices}.", "",
         f"| Agent | Knob | Points chosen / candidates | Common joule range | Mean gain over the hull pp [{conf} CI] "
-        f"| Fixed models dominated at {conf} |",
-        "|---|---|---:|---:|---:|---|",
+        f"| Mean content gain pp [{conf} CI] | Fixed models dominated at {conf} | Per-benchmark routes dominated |",
+        "|---|---|---:|---:|---:|---:|---|---|",
     ]
     for c in result.curves:
         if c.error:
-            lines.append(f"| {c.agent} | {c.knob.describe() if c.knob else '—'} | failed: {c.error[:100]} | | | |")
+            lines.append(f"| {c.agent} | {c.knob.describe() if c.knob else '—'} | failed: {c.error[:100]} | | | | | |")
             continue
         summary = c.summary
         low_j, high_j = summary["joule_range"]
         joule_range = f"{low_j:,.1f}–{high_j:,.1f} J" if high_j > low_j else "none"
         dominated = [f"{d['model']} (by {c.knob.parameter}={d['by_value']:g})" for d in c.dominance if d["dominated"]]
+        routes = [d["route"].removeprefix(fixed_hull.TASK_ROUTE_PREFIX) for d in c.route_dominance if d["dominated"]]
         lines.append(f"| {c.agent} | {c.knob.describe()} | {summary['n_points']} / {len(c.points)} | {joule_range} | "
                      f"{_ci(summary['mean_gain_pp'], summary.get('mean_gain_pp_ci_low'), summary.get('mean_gain_pp_ci_high'), '+.2f')} "
-                     f"| {', '.join(dominated) or 'none'} |")
-    lines += ["", f"Mean gain: {s['mean_gain']}. Dominance: {s['dominance']}. Intervals: {s['intervals']}.", "",
+                     f"| {_ci(summary['mean_content_gain_pp'], summary.get('mean_content_gain_pp_ci_low'), summary.get('mean_content_gain_pp_ci_high'), '+.2f')} "
+                     f"| {', '.join(dominated) or 'none'} | {len(routes)} of {len(c.route_dominance)}"
+                     + (f" (#{', #'.join(routes)})" if routes else "") + " |")
+    lines += ["", f"Mean gain: {s['mean_gain']}. Task-aware hull: {s['task_hull']}. Dominance: {s['dominance']}. "
+              f"Intervals: {s['intervals']}.", ""]
+    lines += _markdown_content_verdicts(result)
+    lines += [
               f"## Operating points chosen on validation, reported on {tour['test_split']}", "",
               f"| Agent | Value | Validation acc % / J | Test accuracy % [{conf} CI] | Test mean J [{conf} CI] | "
-              f"Routing gain pp [{conf} CI] |",
-              "|---|---:|---:|---:|---:|---:|"]
+              f"Routing gain pp [{conf} CI] | Content gain pp [{conf} CI] |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
     for c in result.curves:
         for p in c.selected:
             st = p.stats
-            mark = "" if st.get("routing_gain_vs", fixed_hull.WITHIN) == fixed_hull.WITHIN else " (outside the hull's range)"
+            marks = {name: "" if st.get(f"{name}_vs", fixed_hull.WITHIN) == fixed_hull.WITHIN else " (outside the hull's range)"
+                     for name in ("routing_gain", "content_gain")}
             lines.append(
                 f"| {c.agent} | {c.knob.parameter}={p.value:g} | {100 * p.validation_accuracy:.1f} / {p.validation_energy_j:,.1f} | "
                 f"{_ci(100 * p.test_accuracy, 100 * st['accuracy_ci_low'], 100 * st['accuracy_ci_high'], '.1f')} | "
                 f"{_ci(p.test_energy_j, st['energy_j_ci_low'], st['energy_j_ci_high'], ',.1f')} | "
-                f"{_ci(st['routing_gain_pp'], st['routing_gain_pp_ci_low'], st['routing_gain_pp_ci_high'], '+.1f')}{mark} |")
+                f"{_ci(st['routing_gain_pp'], st['routing_gain_pp_ci_low'], st['routing_gain_pp_ci_high'], '+.1f')}{marks['routing_gain']} | "
+                f"{_ci(st['content_gain_pp'], st['content_gain_pp_ci_low'], st['content_gain_pp_ci_high'], '+.1f')}{marks['content_gain']} |")
     lines += ["", f"## Fixed models: does some operating point dominate them at {conf}?", "",
               "| Fixed model | Test accuracy % | Test mean J | " + " | ".join(c.agent for c in result.curves if c.dominance) + " |",
               "|---|---:|---:|" + "---|" * sum(1 for c in result.curves if c.dominance)]
@@ -522,7 +578,18 @@ def markdown_report(result: FrontierResult) -> str:
             verdict = "**yes**" if d["dominated"] else "no"
             cells.append(f"{verdict} ({c.knob.parameter}={d['by_value']:g}: p {d['prob_dominates']:.3f}{tie[d['tied_axis']]})")
         lines.append(f"| {row['model']} | {100 * row['accuracy']:.1f} | {row['mean_energy_j']:,.1f} | " + " | ".join(cells) + " |")
+    lines += ["", f"## Per-benchmark routes (chosen on {val['of']}, reported on {tour['test_split']})", "",
+              "Route #p sends each benchmark to the model maximising training accuracy - lambda x J for lambda in its "
+              "interval (accuracy per joule); **bold**: a vertex of the task-aware hull.", "",
+              "| Route | lambda per J | Test accuracy % | Test mean J | Model per benchmark |", "|---|---:|---:|---:|---|"]
+    for r in task["routes"]:
+        name = f"**{r['route']}**" if r["route"] in task["vertices"] else r["route"]
+        models = ", ".join(f"{b} → {m}" for b, m in r["models"].items())
+        lines.append(f"| {name} | {r['lambda_low']:.3g}–{r['lambda_high']:.3g} | {100 * r['test_accuracy']:.1f} | "
+                     f"{r['test_energy_j']:,.1f} | {models} |")
     lines.append("")
+    if "robustness" in result.hull:
+        lines += markdown_lines(result.hull["robustness"])
     return "\n".join(lines)
 
 
@@ -562,10 +629,33 @@ def _boxes_overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
+def _markdown_content_verdicts(result: FrontierResult) -> list[str]:
+    """In words: which curves route beyond the benchmark label, which only by it."""
+    conf = f"{result.config.confidence:.0%}"
+    lines = []
+    for c in result.curves:
+        summary = c.summary
+        if c.error or "mean_content_gain_pp_ci_low" not in summary:
+            continue
+        content = _ci(summary["mean_content_gain_pp"], summary["mean_content_gain_pp_ci_low"],
+                      summary["mean_content_gain_pp_ci_high"], "+.2f")
+        verdict = fixed_hull.content_verdict(summary.get("mean_gain_pp_ci_low", math.nan), summary["mean_content_gain_pp_ci_low"],
+                                             summary["mean_content_gain_pp_ci_high"])
+        if verdict == fixed_hull.BEYOND_TASK_LABEL:
+            verdict += f": mean content gain {content} pp ({conf} CI above 0)"
+        elif verdict == fixed_hull.TASK_ROUTING_ONLY:
+            verdict += (f": its mean gain over the fixed-model hull is explained by the benchmark label (mean content gain "
+                        f"{content} pp)")
+        else:
+            verdict += f": mean content gain {content} pp"
+        lines.append(f"- **{c.agent}** {verdict}.")
+    return (lines + [""]) if lines else []
+
+
 def plot_frontier(result: FrontierResult, path: str | Path) -> Path:
     """Accuracy vs mean joules on test: fixed models, their hull, and every agent's chosen points
     joined in joule order (validation never drawn)."""
-    from routing_gym.eval.plots import _label_fixed_models, _pyplot, _save, distinct_colours
+    from routing_gym.eval.plots import _label_fixed_models, _pyplot, _save, distinct_colours, draw_task_hull
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(9.5, 6.0))
@@ -578,9 +668,11 @@ def plot_frontier(result: FrontierResult, path: str | Path) -> Path:
     xs = np.geomspace(fixed_j.min(), fixed_j.max(), 400)
     ax.plot(xs, 100 * fixed_hull.hull_accuracy_at(fixed_j, fixed_acc, xs), color="tab:blue", alpha=0.45, linewidth=2.5,
             zorder=1, label="fixed-model hull (random mixes)")
+    draw_task_hull(ax, result.task_hull)
     drawn = [c for c in result.curves if not c.error and c.selected]
     points = [(f["mean_energy_j"], 100 * f["accuracy"]) for f in fixed]
     knob_labels: list[tuple[float, float, str, Any]] = []
+    points += [(r["test_energy_j"], 100 * r["test_accuracy"]) for r in result.task_hull["routes"]]
     for colour, c in zip(distinct_colours(len(drawn)), drawn):
         sel = c.selected
         x, y = [p.test_energy_j for p in sel], [100 * p.test_accuracy for p in sel]
@@ -592,6 +684,7 @@ def plot_frontier(result: FrontierResult, path: str | Path) -> Path:
     joules = [p[0] for p in points]
     if min(joules) > 0 and max(joules) / min(joules) > 20:
         ax.set_xscale("log")  # fixed models span orders of magnitude in joules
+        ax.set_xlim(min(joules) / 1.4, max(joules) * 1.4)  # room for the outermost labels
     label_knob_values(ax, knob_labels, points)
     s = result.settings()
     ax.set_xlabel(f"mean answer energy per test query (J, {s['tournament']['provenance']})")

@@ -87,6 +87,7 @@ def plot_pareto(result: ComparisonView, path: str | Path) -> Path:
         ys = 100 * np.interp(xs, vertices_j, vertices_acc)  # flat beyond the last vertex
         ax.plot(xs, ys, color="tab:blue", alpha=0.45, linewidth=2.5, zorder=1,
                 label="fixed-model hull (random mixes of fixed models)")
+    draw_task_hull(ax, result.pareto.get("task_hull", {}))
     front = result.pareto.get("front_deployable", [])
     if front:
         points = sorted((result.row(m)["mean_energy_j"], 100 * result.row(m)["accuracy"]) for m in front)
@@ -113,37 +114,93 @@ def plot_pareto(result: ComparisonView, path: str | Path) -> Path:
     return _save(fig, path, plt)
 
 
+def draw_task_hull(ax, task_hull: dict[str, Any]) -> None:
+    """The task-aware hull (``eval/hull.py``) as a dotted line, flat beyond its most accurate
+    vertex, and its per-benchmark routes as small crosses; nothing when the result has none."""
+    if not task_hull:
+        return
+    vertices_j, vertices_acc = np.asarray(task_hull["energy_j"]), np.asarray(task_hull["accuracy"])
+    xs = np.geomspace(vertices_j[0], max(task_hull["max_energy_j"], vertices_j[-1]), 400)
+    ax.plot(xs, 100 * np.interp(xs, vertices_j, vertices_acc), color="tab:red", alpha=0.6, linewidth=1.8,
+            linestyle=":", zorder=1, label="task-aware hull (per-benchmark routes + mixes)")
+    routes = task_hull.get("routes", [])
+    if routes:
+        ax.scatter([r["test_energy_j"] for r in routes], [100 * r["test_accuracy"] for r in routes], marker="x", s=18,
+                   color="tab:red", alpha=0.5, linewidth=1, zorder=2, label="per-benchmark routes")
+
+
+# Label placements tried around a marker: 8 directions at growing distances (points); a label
+# moved off its marker's side gets a leader line back to it.
+_DIRECTIONS = ((1, -1), (-1, 1), (1, 1), (-1, -1), (1, 0), (-1, 0), (0, 1), (0, -1))
+_DISTANCES = (5, 14, 28, 44)
+
+
 def _label_fixed_models(ax, fixed: list[dict[str, Any]], points: list[tuple[float, float]]) -> None:
-    """Name each fixed model beside its square, on the side that covers the fewest markers
-    and earlier labels (a greedy search over four placements, in display pixels)."""
+    """Name each fixed model at its own square: the nearest placement that covers no other
+    marker or earlier label and lies clearly nearer its own marker than any other (a greedy search in
+    display pixels; a long name may wrap onto two lines; a leader line once it is moved away),
+    drawn above every marker on a light box so no marker can hide it."""
+    from matplotlib.font_manager import FontProperties
+
     ax.autoscale_view()
     ax.figure.tight_layout()  # final axes geometry first: placements are measured in pixels
     frame = ax.get_window_extent()
     to_px = ax.transData.transform
-    dpi = ax.figure.dpi
+    px_per_pt = ax.figure.dpi / 72
     markers = to_px(np.array(points)) if points else np.zeros((0, 2))
-    char_w, text_h, gap = 0.55 * 7 * dpi / 72, 7 * dpi / 72, 5 * dpi / 72  # fontsize 7
+    renderer, font = ax.figure.canvas.get_renderer(), FontProperties(size=7)
+    line_h = 7 * px_per_pt * 1.15
+
+    def width(line: str) -> float:  # measured by the renderer that draws it, in pixels
+        return renderer.get_text_width_height_descent(line, font, ismath=False)[0] + 2 * px_per_pt
+
+    reach = 7 * px_per_pt  # a marker's half-width plus a margin
     placed: list[tuple[float, float, float, float]] = []
     for r in sorted(fixed, key=lambda r: r["mean_energy_j"]):
         name = r["method"].removeprefix("always ")
         x, y = to_px((r["mean_energy_j"], 100 * r["accuracy"]))
-        w = char_w * len(name)
+        others = markers[np.hypot(markers[:, 0] - x, markers[:, 1] - y) > 1.0] if len(markers) else markers
         best = None
-        for dx, dy in ((1, -1), (-1, 1), (1, 1), (-1, -1)):
-            x0 = x + gap if dx > 0 else x - gap - w
-            y0 = y - gap - text_h if dy < 0 else y + gap
-            box = (x0, y0, x0 + w, y0 + text_h)
-            covered = sum(box[0] - 12 <= mx <= box[2] + 12 and box[1] - 12 <= my <= box[3] + 12 for mx, my in markers)
-            clashes = sum(not (box[2] < b[0] or b[2] < box[0] or box[3] < b[1] or b[3] < box[1]) for b in placed)
-            outside = box[0] < frame.x0 or box[2] > frame.x1 or box[1] < frame.y0 or box[3] > frame.y1
-            cost = covered + 2 * clashes + 3 * outside
-            if best is None or cost < best[0]:
-                best = (cost, dx, dy, box)
-        _, dx, dy, box = best
+        for text in dict.fromkeys([name, _wrap(name)]):
+            lines = text.split("\n")
+            w, h = max(map(width, lines)), line_h * len(lines)
+            for rank, (distance, (dx, dy)) in enumerate((d, v) for d in _DISTANCES for v in _DIRECTIONS):
+                off = distance * px_per_pt
+                x0 = x + off if dx > 0 else x - off - w if dx < 0 else x - w / 2
+                y0 = y + off if dy > 0 else y - off - h if dy < 0 else y - h / 2
+                box = (x0, y0, x0 + w, y0 + h)
+                covered = sum(box[0] - reach <= mx <= box[2] + reach and box[1] - reach <= my <= box[3] + reach
+                              for mx, my in others)
+                clashes = sum(not (box[2] < b[0] or b[2] < box[0] or box[3] < b[1] or b[3] < box[1]) for b in placed)
+                outside = box[0] < frame.x0 or box[2] > frame.x1 or box[1] < frame.y0 or box[3] > frame.y1
+                # another marker about as near as its own makes the label ambiguous
+                nearer = any(_box_distance(box, p) < 1.5 * _box_distance(box, (x, y)) + reach for p in others)
+                cost = (100 * covered + 50 * clashes + 200 * outside + 30 * nearer
+                        + rank + 5 * (len(lines) - 1))  # the nearest clean placement, one line if it can
+                if best is None or cost < best[0]:
+                    best = (cost, text, distance, dx, dy, box)
+        _, text, distance, dx, dy, box = best
         placed.append(box)
-        ax.annotate(name, (r["mean_energy_j"], 100 * r["accuracy"]), textcoords="offset points",
-                    xytext=(5 * dx, 5 * dy), ha="left" if dx > 0 else "right", va="bottom" if dy > 0 else "top",
-                    fontsize=7, color="0.35")
+        ax.annotate(text, (r["mean_energy_j"], 100 * r["accuracy"]), textcoords="offset points",
+                    xytext=(distance * dx, distance * dy), ha={1: "left", -1: "right", 0: "center"}[dx],
+                    va={1: "bottom", -1: "top", 0: "center"}[dy], fontsize=7, color="0.25", zorder=6,
+                    linespacing=1.0, multialignment={1: "left", -1: "right", 0: "center"}[dx],
+                    bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.75},
+                    arrowprops=None if distance == _DISTANCES[0] else {"arrowstyle": "-", "color": "0.5", "lw": 0.6})
+
+
+def _wrap(name: str) -> str:
+    """A long model name on two lines, broken at the separator nearest its middle."""
+    cuts = [i for i, c in enumerate(name) if c in "@-_/" and 0 < i < len(name) - 1]
+    if len(name) < 16 or not cuts:
+        return name
+    cut = min(cuts, key=lambda i: abs(i - len(name) / 2))
+    return name[:cut] + "\n" + name[cut:]
+
+
+def _box_distance(box: tuple[float, float, float, float], point: tuple[float, float]) -> float:
+    """Pixels from a point to the nearest point of a box (0 inside)."""
+    return float(np.hypot(max(box[0] - point[0], 0.0, point[0] - box[2]), max(box[1] - point[1], 0.0, point[1] - box[3])))
 
 
 def plot_selection(result: ComparisonView, path: str | Path) -> Path:

@@ -5,7 +5,8 @@ a registered preset (``list_tournaments()``); ``"default"`` is the offline defau
 in ``envs_data/``. The real-data names (``zeroeval-math``, ``llmrouter``, and their batch-1
 energy variants ``zeroeval-math-batch1``, ``llmrouter-batch1``) are built once from the data
 directory (``ROUTING_GYM_DATA_DIR``) and cached under ``routing_gym.paths.cache_dir()``, one
-cache directory per name.
+cache directory per name; ``-law`` / ``-params`` name the same builds under the other batched energy
+models (re-priced from a cached base build).
 """
 
 from __future__ import annotations
@@ -34,7 +35,13 @@ REAL_DATA_BUILDS = {
     "llmrouter": "routing_gym.sources.llmrouter:build_llmrouter_tournament",
 }
 # The same builds under another energy model (routing_gym.sources.energy_model): name -> (build, energy model).
-ENERGY_MODEL_VARIANTS = {f"{base}-batch1": (base, "batch1") for base in REAL_DATA_BUILDS}
+ENERGY_MODEL_VARIANTS = {f"{base}-{kind}": (base, kind) for base in REAL_DATA_BUILDS for kind in ("batch1", "law", "params")}
+# Each build's model specs: a variant of a cached build (or a cache of an older energy law) is re-priced from
+# its token counts instead of rebuilt (no regrading).
+REAL_DATA_SPECS = {
+    "zeroeval-math": "routing_gym.sources.zeroeval:OPEN_MODELS",
+    "llmrouter": "routing_gym.sources.llmrouter:LLMROUTER_MODELS",
+}
 
 
 def register_tournament(name: str) -> Callable[[Callable[[], Tournament]], Callable[[], Tournament]]:
@@ -86,23 +93,46 @@ def resolve_tournament(spec: Tournament | str | os.PathLike) -> Tournament:
 
 
 def build_real_tournament(name: str, data_dir: str | os.PathLike | None = None, rebuild: bool = False) -> Path:
-    """Build a real-data tournament from the data directory once; later calls reuse the cache."""
+    """Build a real-data tournament from the data directory once; later calls reuse the cache.
+
+    A variant under another energy model (``llmrouter-law``) whose base build is cached, and a
+    cache written under an older energy law, are re-priced from their token counts (seconds).
+    """
     import importlib
     import sys
 
     from routing_gym.paths import data_dir as resolve_data_dir
+    from routing_gym.sources.energy_model import reprice_tournament
+
+    def load(spec: str):
+        module, attribute = spec.split(":")
+        return getattr(importlib.import_module(module), attribute)
 
     out = cache_dir() / "tournaments" / name
-    if (out / "card.json").exists() and not rebuild:
+    if (out / "card.json").exists() and not rebuild and _current_energy_law(out):
         return out
     root = resolve_data_dir(data_dir)
     base, energy_model = ENERGY_MODEL_VARIANTS.get(name, (name, "batched"))
-    module, function = REAL_DATA_BUILDS[base].split(":")
+    base_out = cache_dir() / "tournaments" / base
+    if not rebuild and base in REAL_DATA_SPECS and (base_out / "card.json").exists():
+        print(f"re-pricing the cached {base} build as {name} (energy model {energy_model})", file=sys.stderr)
+        reprice_tournament(Tournament.load(base_out), base, energy_model, load(REAL_DATA_SPECS[base]), root).save(out)
+        return out
     print(f"building the {name} tournament from {root} into {out} (once; several minutes)", file=sys.stderr)
-    tournament, report = getattr(importlib.import_module(module), function)(root, energy_model=energy_model)
+    tournament, report = load(REAL_DATA_BUILDS[base])(root, energy_model=energy_model)
     tournament.save(out)
     report.save(out)
     return out
+
+
+def _current_energy_law(path: Path) -> bool:
+    """Whether a cached build was priced by this version of the energy models."""
+    import json
+
+    from routing_gym.sources.energy_model import ENERGY_LAW_VERSION
+
+    extra = json.loads((path / "card.json").read_text(encoding="utf-8")).get("extra", {})
+    return extra.get("energy_fit", {}).get("energy_law_version") == ENERGY_LAW_VERSION
 
 
 def _import_builtin_presets() -> None:

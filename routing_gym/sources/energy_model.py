@@ -1,13 +1,25 @@
 """Energy models of the derived real-data tournaments: where per-token joules come from.
 
+One file (past 600 lines) because every energy model shares its readers (ML.ENERGY runs),
+:class:`ModelSpec`, :class:`EnergyProfile`, the prefill law and the card conventions, and the
+builders import all of them from one place; the decode law itself is ``energy_law.py``.
+
 A derived tournament (``zeroeval-math``, ``llmrouter``) prices every logged answer as
 ``output_tokens x J per output token + input_tokens x prefill J per input token`` with one
 :class:`EnergyProfile` per model. The *energy model* says where
 those coefficients come from; ``routing-gym data build ... --energy-model NAME`` picks it:
 
 ``batched`` (default)
-    ML.ENERGY v2's H100 figures at max batch size 128 (:func:`batched_profiles`).
-    A request's share of a busy vLLM server: a few watts per request.
+    ML.ENERGY v2's H100 figures at max batch size 128 (:func:`batched_profiles`) of the same
+    model or of one with an identical architecture (``ModelSpec.same_architecture_as``), scaled by
+    the energy law's ratio when served at another precision or on other GPUs; every other model
+    by the energy law (``energy_law.py``: GPUs and size, validated leave-one-out). A request's
+    share of a busy vLLM server: a few watts per request.
+``law``
+    The energy law for every model, measured or not: one method for all.
+``params``
+    The method before the law: the same model's measurement, else a power law in the parameter
+    count alone (kept so that ``eval/robustness.py`` shows which verdicts depended on it).
 ``batch1``
     One request at a time on the model's own GPUs, as the reference paper measured (Ollama,
     batch 1). From the same ML.ENERGY runs: for each model, time per output token (TPOT) and
@@ -55,6 +67,14 @@ import pandas as pd
 
 from routing_gym.errors import RoutingGymError
 from routing_gym.paths import data_dir as resolve_data_dir
+from routing_gym.sources.energy_law import (
+    PREFILL_SPEEDUP,
+    check_precision,
+    effective_params,
+    fit_decode_law,
+    leave_one_out,
+    serving_gpus,
+)
 
 MLENERGY_SOURCE = "ml-energy/leaderboard-v2 @ 4e4fca8d, data/llm_text_generation/chat/H100 80GB HBM3 (Apache-2.0)"
 
@@ -70,7 +90,10 @@ GPU_MEMORY_GB = 80.0
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """An open-weight model of a real-data pool (parameters from its Hugging Face card)."""
+    """An open-weight model of a real-data pool (parameters from its Hugging Face card) and how
+    its outputs were served: ``precision`` (``bf16`` | ``fp8`` | ``int4`` ...) and ``n_gpus`` where
+    the card or provider states them (``serving_note`` says where), else bf16 and the GPU rule of
+    :mod:`routing_gym.sources.energy_law`."""
 
     hf_id: str
     family: str
@@ -78,10 +101,29 @@ class ModelSpec:
     active_params_b: float | None = None  # mixture-of-experts: parameters used per token
     mlenergy_id: str | None = None  # the same model measured by ML.ENERGY v2, if any
     files: dict[str, str] = field(default_factory=dict)  # ZeroEval directory -> file stem, when not the model id
+    same_architecture_as: str | None = None  # an ML.ENERGY model of identical shape (other weights, same cost per token)
+    precision: str = "bf16"
+    n_gpus: int | None = None
+    serving_note: str = ""
+
+    def __post_init__(self) -> None:
+        check_precision(self.precision, f"ModelSpec {self.hf_id}")
+        if self.n_gpus is not None and self.n_gpus < 1:
+            raise RoutingGymError(f"ModelSpec {self.hf_id}: n_gpus must be >= 1, got {self.n_gpus}")
 
     @property
     def active_b(self) -> float:
         return self.active_params_b or self.params_b
+
+    @property
+    def gpus(self) -> int:
+        """GPUs it is priced on: the stated serving, else the rule fitted to ML.ENERGY's configurations."""
+        return self.n_gpus or serving_gpus(self.params_b, self.precision)
+
+    @property
+    def measured_as(self) -> str | None:
+        """The ML.ENERGY model whose measurement prices it: itself, else one of identical shape."""
+        return self.mlenergy_id or self.same_architecture_as
 
 
 # Parameters (billions) of the ML.ENERGY H100 chat models, from their model cards; its
@@ -194,19 +236,33 @@ def gpus_for(params_b: float) -> int:
     return int(2 ** max(0, math.ceil(math.log2(max(need, 1.0)))))
 
 
-def batched_profiles(model_ids: Sequence[str], data_dir: str | os.PathLike | None,
-                     specs: dict[str, ModelSpec]) -> tuple[dict[str, EnergyProfile], dict[str, Any]]:
-    """The ``batched`` energy model: every model's profile, and the fits and runs used (for the card)."""
+def measured_runs(data_dir: str | os.PathLike | None) -> pd.DataFrame:
+    """ML.ENERGY's H100 chat runs at the batch-size rule, one per model, with parameter counts."""
     runs = select_batch_size(load_mlenergy(data_dir))
     runs["params_b"] = [MLENERGY_PARAMS_B.get(m, np.nan) for m in runs["model"]]
     if runs["params_b"].isna().any():
         unknown = runs.loc[runs["params_b"].isna(), "model"].tolist()
         raise RoutingGymError(f"ML.ENERGY models without a parameter count in MLENERGY_PARAMS_B: {unknown}")
+    return runs
+
+
+# How a batched energy model prices each model (``--energy-model``): 'batched' the measurement
+# of the same model or shape, else the law; 'law' the law for every model; 'params' the method
+# before the law (same model measured, else a power law in the parameter count), kept to show
+# which results depended on it.
+BATCHED_KINDS = ("batched", "law", "params")
+
+
+def batched_profiles(model_ids: Sequence[str], data_dir: str | os.PathLike | None,
+                     specs: dict[str, ModelSpec], kind: str = "batched") -> tuple[dict[str, EnergyProfile], dict[str, Any]]:
+    """A batched energy model (:data:`BATCHED_KINDS`): every model's profile, and the fits and runs used (for the card)."""
+    runs = measured_runs(data_dir)
+    law = fit_decode_law(runs)
     # the fits use the chat runs only; a model measured only on the code task (codegemma) is
     # looked up there, same GPU and batch-size rule
     j_fit = fit_power_law(runs["params_b"], runs["joules_per_token"])
     t_fit = fit_power_law(runs["params_b"], runs["tpot_s"])
-    wanted = {specs[m].mlenergy_id for m in model_ids if m in specs and specs[m].mlenergy_id}
+    wanted = {specs[m].measured_as for m in model_ids if m in specs and specs[m].measured_as}
     by_model = runs.set_index("model")
     if wanted - set(by_model.index):
         code = select_batch_size(load_mlenergy(data_dir, task="code")).set_index("model")
@@ -217,38 +273,72 @@ def batched_profiles(model_ids: Sequence[str], data_dir: str | os.PathLike | Non
             raise RoutingGymError(f"model {mid!r} is not an open-weight model with a known parameter count "
                                   f"(routing_gym.sources.zeroeval.OPEN_MODELS); its energy cannot be derived")
         spec = specs[mid]
-        prefill_j = 2 * spec.active_b * 1e9 * JOULES_PER_FLOP
-        if spec.mlenergy_id and spec.mlenergy_id in by_model.index:
-            run = by_model.loc[spec.mlenergy_id]
-            n_gpus = int(run["n_gpus"])
-            profiles[mid] = EnergyProfile(
-                float(run["joules_per_token"]), float(run["tpot_s"]), prefill_j,
-                2 * spec.active_b * 1e9 / (PREFILL_MFU * H100_PEAK_FLOPS * n_gpus), n_gpus, "measured-same-model",
-                f"derived from ML.ENERGY v2 measurement of {spec.mlenergy_id} on {GPU} "
-                f"({Path(run['file']).parts[-5]}, {Path(run['file']).name}): {run['joules_per_token']:.4f} J and "
-                f"{run['tpot_s'] * 1e3:.1f} ms "
-                f"per output token; prefill 2*N FLOPs at {JOULES_PER_FLOP:.3g} J/FLOP",
-            )
+        if kind == "params":
+            profiles[mid] = _params_profile(spec, by_model, j_fit, t_fit)
+            continue
+        measured = spec.measured_as if kind == "batched" and spec.measured_as in by_model.index else None
+        if measured:
+            run = by_model.loc[measured]
+            run_gpus = int(run["n_gpus"])
+            gpus = spec.n_gpus or (run_gpus if spec.precision in ("bf16", "fp16") else spec.gpus)
+            # the measurement, scaled by the law's ratio when served on other GPUs or at another precision
+            n_eff = effective_params(spec.params_b, spec.precision)
+            j_scale = law.joules_per_token(gpus, n_eff) / law.joules_per_token(run_gpus, spec.params_b)
+            t_scale = law.seconds_per_token(gpus, n_eff) / law.seconds_per_token(run_gpus, spec.params_b)
+            j, t = float(run["joules_per_token"]) * j_scale, float(run["tpot_s"]) * t_scale
+            how = "measured-same-model" if measured == spec.mlenergy_id else "measured-same-architecture"
+            method = how if math.isclose(j_scale, 1.0) else f"{how}-scaled"
+            source = (f"derived from ML.ENERGY v2 measurement of {measured} on {run_gpus} x {GPU} "
+                      f"({Path(run['file']).parts[-5]}, {Path(run['file']).name}): {run['joules_per_token']:.4f} J and "
+                      f"{run['tpot_s'] * 1e3:.1f} ms per output token"
+                      + ("" if measured == spec.mlenergy_id else f" (identical architecture to {spec.hf_id})")
+                      + ("" if math.isclose(j_scale, 1.0) else
+                         f"; x {j_scale:.3f} for {spec.precision} on {gpus} GPUs (ratio of the energy law)"))
         else:
-            n_gpus = gpus_for(spec.params_b)
-            profiles[mid] = EnergyProfile(
-                j_fit(spec.params_b), t_fit(spec.params_b), prefill_j,
-                2 * spec.active_b * 1e9 / (PREFILL_MFU * H100_PEAK_FLOPS * n_gpus), n_gpus, "power-law-fit",
-                f"derived: not measured by ML.ENERGY; power-law fit in parameter count over {j_fit.n} measured "
-                f"{GPU} chat models at N = {spec.params_b:g} B: {j_fit(spec.params_b):.4f} J and "
-                f"{t_fit(spec.params_b) * 1e3:.1f} ms per output token; prefill 2*N FLOPs at {JOULES_PER_FLOP:.3g} J/FLOP",
-            )
+            gpus = spec.gpus
+            n_eff = effective_params(spec.params_b, spec.precision)
+            j, t = law.joules_per_token(gpus, n_eff), law.seconds_per_token(gpus, n_eff)
+            method = "energy-law"
+            source = (f"derived: energy law at {gpus} GPUs, N_eff = {n_eff:g} B ({spec.params_b:g} B params, "
+                      f"{spec.precision}): {j:.4f} J and {t * 1e3:.1f} ms per output token")
+        prefill_j, prefill_s = _prefill(spec, gpus)
+        profiles[mid] = EnergyProfile(j, t, prefill_j, prefill_s, gpus, method,
+                                      source + f"; prefill 2*N_active FLOPs at {JOULES_PER_FLOP / PREFILL_SPEEDUP[spec.precision]:.3g} J/FLOP")
+    loo = leave_one_out(runs)
     info = {
         "gpu": GPU, "batch_size_rule": f"max batch size {BATCH_SIZE} (next larger when not measured)",
-        "joules_per_token_fit": j_fit.describe("J/token"), "tpot_fit": t_fit.describe("s/token"),
+        "energy_law": law.describe(), "joules_per_token_fit": j_fit.describe("J/token"), "tpot_fit": t_fit.describe("s/token"),
+        "law_loo_abs_error": {"median": float(loo["law_error"].abs().median()), "max": float(loo["law_error"].abs().max())},
+        "params_fit_loo_abs_error": {"median": float(loo["params_fit_error"].abs().median()),
+                                     "max": float(loo["params_fit_error"].abs().max())},
         "prefill": f"2 * active params FLOPs per input token at {JOULES_PER_FLOP:.4g} J/FLOP "
-                   f"({H100_POWER_W:g} W / ({PREFILL_MFU:g} * {H100_PEAK_FLOPS / 1e12:g} TFLOP/s))",
+                   f"({H100_POWER_W:g} W / ({PREFILL_MFU:g} * {H100_PEAK_FLOPS / 1e12:g} TFLOP/s)) in bf16, half that in fp8",
+        "methods": {m: p.method for m, p in profiles.items()},
         "runs": runs[["model", "batch_size", "n_gpus", "joules_per_token", "tpot_s", "params_b", "file"]].to_dict("records"),
     }
     return profiles, info
 
 
-ENERGY_MODELS = ("batched", "batch1", "measured-arch:<table>")
+def _prefill(spec: ModelSpec, gpus: int) -> tuple[float, float]:
+    """Prefill J and seconds per input token: compute-bound, 2 x active params FLOPs (module docstring)."""
+    flops = 2 * spec.active_b * 1e9 / PREFILL_SPEEDUP[spec.precision]
+    return flops * JOULES_PER_FLOP, flops / (PREFILL_MFU * H100_PEAK_FLOPS * gpus)
+
+
+def _params_profile(spec: ModelSpec, by_model: pd.DataFrame, j_fit: PowerLawFit, t_fit: PowerLawFit) -> EnergyProfile:
+    """The method before the energy law: the same model's measurement, else power laws in N (serving ignored)."""
+    bf16 = ModelSpec(spec.hf_id, spec.family, spec.params_b, spec.active_params_b)
+    if spec.mlenergy_id and spec.mlenergy_id in by_model.index:
+        run = by_model.loc[spec.mlenergy_id]
+        gpus = int(run["n_gpus"])
+        return EnergyProfile(float(run["joules_per_token"]), float(run["tpot_s"]), *_prefill(bf16, gpus), gpus,
+                             "measured-same-model", f"derived from ML.ENERGY v2 measurement of {spec.mlenergy_id}")
+    gpus = gpus_for(spec.params_b)
+    return EnergyProfile(j_fit(spec.params_b), t_fit(spec.params_b), *_prefill(bf16, gpus), gpus, "power-law-fit",
+                         f"derived: power-law fit in parameter count at N = {spec.params_b:g} B")
+
+
+ENERGY_MODELS = ("batched", "law", "params", "batch1", "measured-arch:<table>")
 DEFAULT_ENERGY_MODEL = "batched"
 # Runs up to this average batch enter the batch-1 fit: TPOT grows about linearly with the batch
 # there; beyond it some runs saturate (gemma-2-2b's TPOT stays ~285 ms from 1,000 to 1,500).
@@ -275,7 +365,7 @@ ARCHITECTURE_OF: dict[str, str] = {
 class EnergyModelChoice:
     """A parsed ``--energy-model`` value."""
 
-    kind: str  # batched | batch1 | measured-arch
+    kind: str  # batched | law | params | batch1 | measured-arch
     table: Path | None = None
 
     @property
@@ -285,8 +375,8 @@ class EnergyModelChoice:
 
 
 def parse_energy_model(text: str) -> EnergyModelChoice:
-    """``batched`` | ``batch1`` | ``measured-arch:<calibration table>``; errors name the option."""
-    if text in ("batched", "batch1"):
+    """``batched`` | ``law`` | ``params`` | ``batch1`` | ``measured-arch:<calibration table>``; errors name the option."""
+    if text in (*BATCHED_KINDS, "batch1"):
         return EnergyModelChoice(text)
     if text.startswith("measured-arch:"):
         table = Path(text.removeprefix("measured-arch:")).expanduser()
@@ -318,25 +408,110 @@ def derive_energy_profiles(
     if unknown:
         raise RoutingGymError(f"models {unknown} are not open-weight models with a known parameter count "
                               f"(routing_gym.sources.zeroeval.OPEN_MODELS); their energy cannot be derived")
-    if choice.kind == "batched":
-        profiles, info = batched_profiles(model_ids, data_dir, specs)
-        return profiles, {**info, **_batched_card(info)}
-    if choice.kind == "batch1":
-        return batch1_profiles(model_ids, data_dir, specs)
-    assert choice.table is not None
-    return measured_arch_profiles(choice.table, model_ids, specs)
+    if choice.kind in BATCHED_KINDS:
+        profiles, info = batched_profiles(model_ids, data_dir, specs, choice.kind)
+        info = {**info, **_batched_card(info, choice.kind)}
+    elif choice.kind == "batch1":
+        profiles, info = batch1_profiles(model_ids, data_dir, specs)
+    else:
+        assert choice.table is not None
+        profiles, info = measured_arch_profiles(choice.table, model_ids, specs)
+    info["alternatives"] = energy_alternatives(model_ids, data_dir, specs) if choice.kind != "measured-arch" else {}
+    return profiles, info
 
 
-def _batched_card(info: dict[str, Any]) -> dict[str, Any]:
+def serving_fields(model_id: str, spec: ModelSpec, profile: EnergyProfile, info: dict[str, Any]) -> dict[str, Any]:
+    """The ``serving`` entries every derived builder writes for a model: how it is priced, and its
+    per-token coefficients under each alternative energy model (for eval/robustness.py)."""
     return {
-        "energy_model": "batched", "provenance": "derived",
+        "hf_id": spec.hf_id, "active_params_b": spec.active_b, "gpu": info["gpu"], "n_gpus": profile.n_gpus,
+        "precision": spec.precision, "serving_note": spec.serving_note, "energy_method": profile.method,
+        "joules_per_output_token": profile.joules_per_output_token,
+        "seconds_per_output_token": profile.seconds_per_output_token,
+        "prefill_joules_per_input_token": profile.prefill_joules_per_input_token,
+        "energy_alternatives": info.get("alternatives", {}).get(model_id, {}),
+    }
+
+
+# Bumped whenever a change here changes derived joules: a cached build of another version is re-priced.
+ENERGY_LAW_VERSION = 2
+
+
+def card_energy_fit(info: dict[str, Any]) -> dict[str, Any]:
+    """What of an energy model's info goes into the card's ``extra.energy_fit`` (not the bulky per-run tables)."""
+    return {**{k: v for k, v in info.items() if k not in ("runs", "curves", "card_notes", "alternatives")},
+            "energy_law_version": ENERGY_LAW_VERSION}
+
+
+# Card notes that energy models write (every kind's card_notes starts with one of these).
+ENERGY_NOTE_PREFIXES = ("energy model", "energy law", "method per model", "prefill:", "latency", "unmeasured models",
+                        "TPOT(1)", "power is gross", "joules are idle-subtracted", "the calibration")
+
+
+def reprice_tournament(t: Any, base_name: str, energy_model: str, specs: dict[str, ModelSpec],
+                       data_dir: str | os.PathLike | None = None) -> Any:
+    """The same derived tournament (outcomes, tokens, splits) with energy, latency and power
+    re-derived from its token counts under ``energy_model``: no regrading. ``base_name`` is the
+    build's name without an energy suffix (``zeroeval-math``)."""
+    from dataclasses import replace
+
+    profiles, info = derive_energy_profiles(energy_model, t.model_ids, data_dir, specs=specs)
+    cols = [(profiles[m].energy_j(t.input_tokens[:, k], t.output_tokens[:, k]),
+             profiles[m].latency_s(t.input_tokens[:, k], t.output_tokens[:, k])) for k, m in enumerate(t.model_ids)]
+    energy, latency = np.column_stack([c[0] for c in cols]), np.column_stack([c[1] for c in cols])
+    models = t.models.copy()
+    models["serving"] = [{**serving, **serving_fields(m, specs[m], profiles[m], info)}
+                         for m, serving in zip(t.model_ids, models["serving"])]
+    models["energy_source"] = [profiles[m].source for m in t.model_ids]
+    models["energy_provenance"] = info["provenance"]
+    card = replace(t.card, name=tournament_name(base_name, energy_model), provenance=info["provenance"],
+                   notes=[n for n in t.card.notes if not n.startswith(ENERGY_NOTE_PREFIXES)] + info["card_notes"],
+                   extra={**t.card.extra, "energy_model": energy_model, "energy_fit": card_energy_fit(info)})
+    return replace(t, models=models, energy_j=energy, latency_s=latency, mean_power_w=energy / latency, card=card,
+                   source=card.name)
+
+
+# The energy models every derived build also records per model (``serving["energy_alternatives"]``),
+# so that ``compare`` and ``frontier`` can re-price the same actions under each (eval/robustness.py).
+ALTERNATIVE_ENERGY_MODELS = ("batched", "law", "params", "batch1")
+
+
+def energy_alternatives(model_ids: Sequence[str], data_dir: str | os.PathLike | None,
+                        specs: dict[str, ModelSpec]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per model, its per-token coefficients under every :data:`ALTERNATIVE_ENERGY_MODELS` entry."""
+    out: dict[str, dict[str, dict[str, float]]] = {m: {} for m in model_ids}
+    for kind in ALTERNATIVE_ENERGY_MODELS:
+        profiles = (batch1_profiles(model_ids, data_dir, specs)[0] if kind == "batch1"
+                    else batched_profiles(model_ids, data_dir, specs, kind)[0])
+        for m, p in profiles.items():
+            out[m][kind] = {"joules_per_output_token": p.joules_per_output_token,
+                            "prefill_joules_per_input_token": p.prefill_joules_per_input_token, "method": p.method}
+    return out
+
+
+def _batched_card(info: dict[str, Any], kind: str) -> dict[str, Any]:
+    loo, before = info["law_loo_abs_error"], info["params_fit_loo_abs_error"]
+    counts = pd.Series(info["methods"]).value_counts()
+    rule = {
+        "batched": f"the ML.ENERGY run of the same model or of one with an identical architecture at "
+                   f"{info['batch_size_rule']} (scaled by the law's ratio for another precision or GPU count), "
+                   "otherwise the energy law",
+        "law": "the energy law for every model, measured or not, so that all are priced the same way",
+        "params": "the method before the energy law: the ML.ENERGY run of the same model, otherwise power-law fits "
+                  f"in the parameter count alone {info['joules_per_token_fit']} and {info['tpot_fit']}",
+    }[kind]
+    return {
+        "energy_model": kind, "provenance": "derived",
         "description": f"DERIVED from ML.ENERGY v2 {GPU} per-token measurements at batch size {BATCH_SIZE} "
-                       "(energy model 'batched')",
+                       f"(energy model '{kind}')",
         "hardware": f"derived for NVIDIA {GPU} (ML.ENERGY v2, vLLM, batched)",
         "card_notes": [
-            f"energy model 'batched': decode J and seconds per output token from the ML.ENERGY run of the same model "
-            f"at {info['batch_size_rule']}; otherwise power-law fits {info['joules_per_token_fit']} and "
-            f"{info['tpot_fit']}",
+            f"energy model '{kind}': decode J and seconds per output token from {rule}",
+            f"energy law (routing_gym/sources/energy_law.py): {info['energy_law']}; leave-one-out error over the "
+            f"measured models median {100 * loo['median']:.1f} %, max {100 * loo['max']:.1f} % (a power law in the "
+            f"parameter count alone: median {100 * before['median']:.1f} %, max {100 * before['max']:.1f} %)",
+            "method per model: " + ", ".join(f"{n} {m}" for m, n in counts.items())
+            + " (each model's serving.energy_method and energy_source)",
             f"prefill: {info['prefill']}",
             "latency and mean power are a request's share of a batched server (energy / latency), not one request alone",
         ],
@@ -388,7 +563,7 @@ def batch1_profiles(model_ids: Sequence[str], data_dir: str | os.PathLike | None
     curves = batch1_curves(data_dir)
     j_fit = fit_power_law(curves["params_b"], curves["joules_per_token1"])
     t_fit = fit_power_law(curves["params_b"], curves["tpot1_s"])
-    wanted = {specs[m].mlenergy_id for m in model_ids if specs[m].mlenergy_id} - set(curves["model"])
+    wanted = {specs[m].measured_as for m in model_ids if specs[m].measured_as} - set(curves["model"])
     if wanted:  # e.g. codegemma, measured on the code task only (as in the batched model)
         code = batch1_curves(data_dir, task="code")
         curves = pd.concat([curves, code[code["model"].isin(wanted)]], ignore_index=True)
@@ -396,16 +571,16 @@ def batch1_profiles(model_ids: Sequence[str], data_dir: str | os.PathLike | None
     profiles = {}
     for mid in model_ids:
         spec = specs[mid]
-        if spec.mlenergy_id in by_model.index:
-            c = by_model.loc[spec.mlenergy_id]
+        if spec.measured_as in by_model.index:
+            c = by_model.loc[spec.measured_as]
             n_gpus, jpt, tpot = int(c["n_gpus"]), float(c["joules_per_token1"]), float(c["tpot1_s"])
-            method = "batch1-extrapolated-same-model"
-            source = (f"derived (batch 1): ML.ENERGY v2 {c['task']} runs of {spec.mlenergy_id} on {n_gpus} x {GPU}, TPOT and "
+            method = "batch1-extrapolated-same-" + ("model" if spec.measured_as == spec.mlenergy_id else "architecture")
+            source = (f"derived (batch 1): ML.ENERGY v2 {c['task']} runs of {spec.measured_as} on {n_gpus} x {GPU}, TPOT and "
                       f"per-GPU power linear in the average batch ({c['runs']:.0f} runs, batch {c['min_avg_batch']:.0f}-"
                       f"{c['max_avg_batch']:.0f}) extrapolated to 1: {tpot * 1e3:.1f} ms x {c['power1_w_per_gpu']:.0f} W "
                       f"per GPU = {jpt:.3f} J per output token")
         else:
-            n_gpus, jpt, tpot = gpus_for(spec.params_b), j_fit(spec.params_b), t_fit(spec.params_b)
+            n_gpus, jpt, tpot = spec.gpus, j_fit(spec.params_b), t_fit(spec.params_b)
             method = "batch1-power-law-fit"
             source = (f"derived (batch 1): not measured by ML.ENERGY; power-law fits in parameter count over "
                       f"{j_fit.n} batch-1 extrapolations at N = {spec.params_b:g} B: {jpt:.3f} J and "

