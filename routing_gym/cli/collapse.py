@@ -47,7 +47,8 @@ def cmd_collapse(args: argparse.Namespace) -> int:
     from routing_gym.eval.collapse_study import CollapseConfig, run_collapse_study, write_study
 
     config = CollapseConfig(
-        tournament=args.tournament, agent=args.agent, agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"), rewards=args.rewards,
+        tournament=args.tournament, agent=args.agent, agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"),
+        rewards=args.rewards,
         gate_fractions=args.gate_fractions, ent_coefs=args.ent_coefs, timesteps=args.timesteps, seeds=args.seeds,
         window=args.window, threshold=args.threshold, feature_dim=args.feature_dim, imports=list(USER_IMPORTS),
     )
