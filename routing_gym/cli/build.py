@@ -1,18 +1,18 @@
-"""``routing-gym data build zeroeval-math|llmrouter``: real-data tournaments from the data directory."""
+"""``routing-gym data build zeroeval-math|llmrouter|mmlu-pro``: real-data tournaments from the data directory."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-BUILDS = ("zeroeval-math", "llmrouter")
+BUILDS = ("zeroeval-math", "llmrouter", "mmlu-pro")
 
 
 def add_commands(cli) -> None:
     data = cli.group("data")
     build = data.add_parser(
         "build",
-        help="build a tournament from real public data (ZeroEval outputs or LLMRouter scores; energy derived)",
+        help="build a tournament from real public data (ZeroEval outputs, LLMRouter scores or MMLU-Pro outputs; energy derived)",
         description="Build a tournament from the data directory (--data-dir or ROUTING_GYM_DATA_DIR) into --out. "
         "With --download the needed files are first fetched from their public repositories at pinned commits "
         "and verified against MANIFEST.sha256 checksums.",
@@ -24,12 +24,14 @@ def add_commands(cli) -> None:
     build.add_argument("--download-base", default=None,
                        help="base URL laid out as {base}/{owner}/{repo}/{commit}/{path} "
                             "(default: ROUTING_GYM_DOWNLOAD_BASE or raw.githubusercontent.com)")
-    build.add_argument("--models", nargs="+", default=None, help="zeroeval-math: model pool (default: open-weight "
-                       "models with complete runs on both benchmarks)")
-    build.add_argument("--limit", type=int, default=None, help="zeroeval-math: first N questions per benchmark only")
+    build.add_argument("--models", nargs="+", default=None, help="zeroeval-math, mmlu-pro: model pool (default: "
+                       "open-weight models with complete runs on both benchmarks; mmlu-pro: all 26)")
+    build.add_argument("--limit", type=int, default=None, help="zeroeval-math, mmlu-pro: first N questions (per "
+                       "benchmark for zeroeval-math) only")
     build.add_argument("--processes", type=int, default=None, help="grading worker processes (default: all CPUs)")
     build.add_argument("--no-text", action="store_true", help="zeroeval-math: do not store output texts")
-    build.add_argument("--seed", type=int, default=0, help="zeroeval-math: split seed")
+    build.add_argument("--with-text", action="store_true", help="mmlu-pro: also store the 312k answer texts (large)")
+    build.add_argument("--seed", type=int, default=0, help="zeroeval-math, mmlu-pro: split seed")
     build.add_argument("--energy-model", default="batched", metavar="batched|law|params|batch1|measured-arch:TABLE",
                        help="how per-query joules are derived (routing_gym/sources/energy_model.py): 'batched' "
                             "(ML.ENERGY at batch 128 for measured models and architectures, the energy law otherwise; "
@@ -49,6 +51,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     from routing_gym.paths import DATA_DIR_ENV, cache_dir, data_dir
 
     start = time.monotonic()
+    if args.download and args.source == "mmlu-pro":
+        raise RoutingGymError("--download does not cover mmlu-pro yet: put TIGER-AI-Lab/MMLU-Pro's eval_results zips "
+                              "in <data-dir>/outcomes/mmlu-pro (see the data README)")
     if args.download:
         from routing_gym.sources.download import download
 
@@ -66,6 +71,11 @@ def cmd_build(args: argparse.Namespace) -> int:
             root, args.models, limit=args.limit, processes=args.processes, keep_text=not args.no_text, seed=args.seed,
             energy_model=args.energy_model,
         )
+    elif args.source == "mmlu-pro":
+        from routing_gym.sources.mmlu_pro import accuracy_table, build_mmlu_pro_tournament
+
+        tournament, report = build_mmlu_pro_tournament(root, args.models, energy_model=args.energy_model, limit=args.limit,
+                                                       keep_text=args.with_text, seed=args.seed)
     else:
         from routing_gym.sources.llmrouter import build_llmrouter_tournament
 
@@ -87,4 +97,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         table = compare_with_published(report)
         print("\nregraded accuracy vs ZeroEval's published accuracy (%):")
         print(table.to_string(index=False))
+    if args.source == "mmlu-pro":
+        print("\naccuracy (%): the tournament and the published extraction (unextracted = wrong / = a random guess; "
+              "the repository's compute_accuracy.py rules: experiments/mmlu_pro_study.py):")
+        print(accuracy_table(report, tournament, repository_rules=False).to_string(index=False))
     return 0

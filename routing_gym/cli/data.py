@@ -1,4 +1,4 @@
-"""``routing-gym data info``, ``data validate`` and ``data split``."""
+"""``routing-gym data info``, ``data validate``, ``data split``, ``data import`` and ``data export``."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ def add_commands(cli) -> None:
     split.add_argument("--format", default="parquet", choices=("parquet", "jsonl"))
     add_split_arguments(split)
     split.set_defaults(func=cmd_split)
+    add_import_export_commands(data)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -77,4 +78,78 @@ def cmd_split(args: argparse.Namespace) -> int:
     tournament = resolve_tournament(args.tournament).with_splits(seed=args.split_seed, proportions=proportions)
     tournament.save(args.out, format=args.format)
     print(f"wrote {args.out}: {tournament.n_queries} questions x {tournament.n_models} models, {describe_splits(tournament)}")
+    return 0
+
+
+def add_import_export_commands(data) -> None:
+    """``data import`` (a long table of one's own logs -> a tournament) and ``data export`` (the inverse)."""
+    imp = data.add_parser(
+        "import", help="turn a long table (CSV/JSONL/Parquet, one row per question x model) into a tournament",
+        description="Required columns: query_id, prompt, benchmark, model_id, correct (bool or a score in [0, 1]); "
+                    "optional: reference, split, input_tokens, output_tokens, latency_s, energy_j, mean_power_w, "
+                    "output_text. Where energy or latency is missing it is derived from the tokens with --energy-model "
+                    "and --model-spec (labelled derived). The output is written to a temporary directory and renamed: "
+                    "a failed import leaves nothing behind. Recipes for common harness logs: docs/importing.md.",
+    )
+    imp.add_argument("table", help="long table: .csv, .jsonl or .parquet")
+    imp.add_argument("--out", required=True, help="tournament directory to write")
+    imp.add_argument("--column", action="append", default=[], metavar="CANONICAL=THEIRS",
+                     help="map a column name, e.g. --column correct=score (repeatable)")
+    imp.add_argument("--config", default=None, help="YAML/JSON/TOML with 'columns' (a mapping), 'model_specs' "
+                     "(model -> [params_b, active_b] or params_b), 'energy_model', 'name', 'licence'")
+    imp.add_argument("--energy-model", default=None, metavar="batched|batch1|measured-arch:TABLE",
+                     help="derive missing energy/latency from tokens with this energy model (needs --data-dir data)")
+    imp.add_argument("--model-spec", action="append", default=[], metavar="MODEL=PARAMS_B[,ACTIVE_B]",
+                     help="parameters (billions) of a model whose energy is derived (repeatable)")
+    imp.add_argument("--energy-provenance", default="measured", choices=("measured", "derived", "synthetic"),
+                     help="what the table's own energy column is (default measured)")
+    imp.add_argument("--data-dir", default=None, help="data directory for --energy-model (default: ROUTING_GYM_DATA_DIR)")
+    imp.add_argument("--name", default=None, help="tournament name (default: the output folder's name)")
+    imp.add_argument("--licence", default="unknown (set with --licence)", help="licence of the logged outcomes")
+    imp.add_argument("--format", default="parquet", choices=("parquet", "jsonl"))
+    imp.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    imp.set_defaults(func=cmd_import)
+
+    exp = data.add_parser("export", help="write a tournament as a long table (.csv, .jsonl or .parquet)")
+    exp.add_argument("tournament", help="directory or preset name")
+    exp.add_argument("--out", required=True, help="long-table file; the format follows the suffix")
+    exp.set_defaults(func=cmd_export)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from routing_gym.configfile import read_config_file
+    from routing_gym.errors import RoutingGymError
+    from routing_gym.sources.longtable import ColumnMap, import_long_table, parse_model_spec, write_tournament_atomically
+
+    config = read_config_file(args.config, RoutingGymError, "import config") if args.config else {}
+    if not isinstance(config, dict):
+        raise RoutingGymError(f"{args.config}: expected a mapping with columns / model_specs / energy_model")
+    mapping = dict(config.get("columns") or {})
+    mapping.update(ColumnMap.parse(args.column).names)
+    specs = dict(parse_model_spec(f"{m}={','.join(map(str, v)) if isinstance(v, list) else v}")
+                 for m, v in (config.get("model_specs") or {}).items())
+    specs.update(parse_model_spec(text) for text in args.model_spec)
+    out = Path(args.out)
+    tournament = import_long_table(
+        args.table, ColumnMap(mapping).checked(), energy_model=args.energy_model or config.get("energy_model"),
+        model_specs=specs, data_dir=args.data_dir, energy_provenance=args.energy_provenance,
+        name=args.name or config.get("name") or out.name, licence=config.get("licence", args.licence),
+    )
+    write_tournament_atomically(tournament, out, format=args.format, overwrite=args.overwrite)
+    derived = tournament.models.loc[tournament.models["energy_provenance"] == "derived", "model_id"].tolist()
+    print(f"wrote {out}: {tournament.n_queries} questions x {tournament.n_models} models"
+          + (f"; energy DERIVED for {', '.join(derived)}" if derived else ""))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from routing_gym.sources import resolve_tournament
+    from routing_gym.sources.longtable import export_long_table
+
+    tournament = resolve_tournament(args.tournament)
+    path = export_long_table(tournament, args.out)
+    print(f"wrote {path}: {tournament.n_queries * tournament.n_models} rows ({tournament.n_queries} questions x "
+          f"{tournament.n_models} models)")
     return 0

@@ -2,8 +2,9 @@
 
 ``resolve_tournament(spec)`` accepts a ``Tournament``, a tournament directory, or the name of
 a registered preset (``list_tournaments()``); ``"default"`` is the offline default that ships
-in ``envs_data/``. The real-data names (``zeroeval-math``, ``llmrouter``, and their batch-1
-energy variants ``zeroeval-math-batch1``, ``llmrouter-batch1``) are built once from the data
+in ``envs_data/``. The real-data names (``zeroeval-math``, ``llmrouter``, ``mmlu-pro``, and
+their batch-1 energy variants ``zeroeval-math-batch1``, ``llmrouter-batch1``,
+``mmlu-pro-batch1``) are built once from the data
 directory (``ROUTING_GYM_DATA_DIR``) and cached under ``routing_gym.paths.cache_dir()``, one
 cache directory per name; ``-law`` / ``-params`` name the same builds under the other batched energy
 models (re-priced from a cached base build).
@@ -33,6 +34,7 @@ _LOADED_SIZE = 8
 REAL_DATA_BUILDS = {
     "zeroeval-math": "routing_gym.sources.zeroeval:build_zeroeval_tournament",
     "llmrouter": "routing_gym.sources.llmrouter:build_llmrouter_tournament",
+    "mmlu-pro": "routing_gym.sources.mmlu_pro:build_mmlu_pro_tournament",
 }
 # The same builds under another energy model (routing_gym.sources.energy_model): name -> (build, energy model).
 ENERGY_MODEL_VARIANTS = {f"{base}-{kind}": (base, kind) for base in REAL_DATA_BUILDS for kind in ("batch1", "law", "params")}
@@ -41,6 +43,7 @@ ENERGY_MODEL_VARIANTS = {f"{base}-{kind}": (base, kind) for base in REAL_DATA_BU
 REAL_DATA_SPECS = {
     "zeroeval-math": "routing_gym.sources.zeroeval:OPEN_MODELS",
     "llmrouter": "routing_gym.sources.llmrouter:LLMROUTER_MODELS",
+    "mmlu-pro": "routing_gym.sources.mmlu_pro:MMLU_PRO_MODELS",
 }
 
 
