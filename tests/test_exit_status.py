@@ -22,6 +22,10 @@ CASES: dict[str, tuple[list[str], list[str] | None]] = {
     "data split": (["data", "split", GOOD, "--out", "{tmp}/x", "--split", "train=x"],
                    ["data", "split", BAD, "--out", "{tmp}/x"]),
     "data generate": (["data", "generate", "--text-signal", "2", "--out", "{tmp}/x"], None),
+    "data import": (["data", "import", "{tmp}/bad-log.csv", "--out", "{tmp}/x", "--column", "nonsense"],
+                    ["data", "import", "{tmp}/bad-log.csv", "--out", "{tmp}/x"]),
+    "data export": (["data", "export", "no-such-tournament", "--out", "{tmp}/x.csv"],
+                    ["data", "export", BAD, "--out", "{tmp}/x.csv"]),
     "data build": (["data", "build", "llmrouter", "--models", "a", "--data-dir", "{tmp}/no-data", "--out", "{tmp}/x"],
                    ["data", "build", "llmrouter", "--data-dir", "{tmp}/no-data", "--out", "{tmp}/x"]),
     "env check": (["env", "check", "--id", "RoutingGym/Nope-v0"], ["env", "check", "--tournament", BAD]),
@@ -69,6 +73,7 @@ def tmp(tmp_path_factory):
     lines[1] = json.dumps({**json.loads(lines[1]), "correct": "yes"})
     (root / "bad-tournament" / "outcomes.jsonl").write_text("\n".join(lines) + "\n")
     (root / "no-data").mkdir()
+    (root / "bad-log.csv").write_text("query_id,prompt,benchmark,model_id,correct\nq1,hi,b,m1,yes\n")
     (root / "sweep-unknown-key.yaml").write_text(json.dumps({"tournaments": [str(root / "good")], "nope": 1}))
     (root / "sweep-bad-tournament.yaml").write_text(json.dumps(
         {"tournaments": [str(root / "bad-tournament")], "agents": ["random"], "seeds": 1, "out": str(root / "sw")}))
