@@ -8,7 +8,9 @@ same loop and the same per-arm ridge regression; they differ only in ``select``:
         a      = select(x)                        # the exploration rule
         r      = env.step(a)                      # only the chosen model's outcome is revealed
         update arm a's ridge regression with (x, r)
-        regret = info["oracle_reward"] - r        # logged per step
+
+Regret needs the best route's reward, which a bandit never sees: the evaluator logs it through
+the context's step hooks (``compare`` does), not the agent.
 
 After training the policy is frozen and greedy: ``argmax_a  theta_a . x`` on held-out queries.
 
@@ -119,22 +121,18 @@ class LinearBandit(Agent):
         obs, _ = env.reset(seed=ctx.seed)  # seeds the query order (a new permutation each pass)
         x = self._context_of(obs, table)
         self.arms = RidgeArms(ctx.n_models, len(x), self.ridge)
-        regret = np.empty(n_steps)
         rewards = np.empty(n_steps)
         actions = np.empty(n_steps, dtype=np.int64)
         for step in tqdm(range(n_steps), desc=f"{self.name} online", disable=not ctx.progress):
             a = self.select(x, step, rng)
             obs, r, terminated, truncated, info = env.step(a)
             self.arms.update(a, x, self.learning_reward(r, info))
-            regret[step] = info["oracle_reward"] - r
             rewards[step], actions[step] = r, a
             if terminated or truncated:
                 obs, _ = env.reset()
             x = self._context_of(obs, table)
         return {
             "objective": self.objective(ctx),
-            "regret": regret.tolist(),
-            "cumulative_regret": np.cumsum(regret).tolist(),
             "reward": rewards.tolist(),
             "actions": actions.tolist(),
             "arm_counts": self.arms.counts.tolist(),

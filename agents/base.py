@@ -4,10 +4,17 @@ An agent learns in one of two ways (its ``feedback`` attribute):
 
 - ``"bandit"``: online through an environment on the training split; only the chosen model's
   outcome is revealed (``FitContext.make_env`` / ``make_vec_env``, any registered variant
-  through ``env_fn``);
+  through ``env_fn``). Those envs are the *bandit-feedback view*: the step info holds the
+  observation's handles and the outcome of the route taken, no ``oracle_reward``, and the
+  env's per-route arrays (``reward_matrix``, ``evaluate``) raise ``PrivilegedAccessError``;
 - ``"full"``: from the whole training table, every model's outcome on every training query, as
   the paper's SFT target and most routing baselines do (``FitContext.train_observations`` with
-  ``train_outcomes`` / ``train_reward_matrix`` in the same order).
+  ``train_outcomes`` / ``train_reward_matrix`` in the same order). Legitimate (it is training
+  data), and reported as such: ``compare``'s "training feedback" column says "full
+  information" for these agents and for a bandit agent that reads the training table.
+
+Training envs replay the training split only: ``make_env(split="test")`` (or another
+tournament) raises ``PrivilegedAccessError`` unless the agent declared ``test_outcomes``.
 
 It then routes with **one** entry point, ``act_batch(ObservationBatch) -> actions``; ``act(obs)``
 is a thin alias for a batch of one. What a query *is* comes from its observation only (turn
@@ -19,6 +26,12 @@ saved with the agent); ``info`` is for logging and regret.
 deployed router has. An agent that needs them declares ``privileged`` (oracle, Smoothie); only
 then does ``FitContext.privileged`` (or a difficulty column) exist for it, and ``compare``
 labels it not deployable. An agent that did not declare it gets ``PrivilegedAccessError``.
+
+Python cannot forbid reading held-out outcomes by other roads (rebuilding the tournament by
+name, private attributes, the files themselves), so ``compare`` *verifies* each deployable
+row: the audit (``routing_gym.eval.audit``) fits and runs the agent a second time on a copy
+whose held-out outcomes are replaced, and a row whose actions change is not deployable. For
+the audit to mean anything an agent must be deterministic for a given ``ctx.seed``.
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from routing_gym.envs import ObservationBatch, Reward, RoutingEnv
+from routing_gym.envs.replay import COUNTERFACTUAL_INFO_KEYS
 from routing_gym.envs.vector_env import RoutingVectorEnv, per_env_infos
 from routing_gym.errors import PrivilegedAccessError, RoutingGymError
 from routing_gym.tournament import Outcomes, Tournament
@@ -88,6 +102,43 @@ class VectorStepHooks(gym.vector.VectorWrapper):
         return obs, rewards, terminated, truncated, infos
 
 
+class BanditInfo(dict):
+    """Step info of the bandit-feedback view: reading a counterfactual key raises a clear error."""
+
+    def __missing__(self, key: str) -> Any:
+        if key in COUNTERFACTUAL_INFO_KEYS:
+            raise PrivilegedAccessError(
+                f"info[{key!r}] describes routes not taken; the env a bandit agent trains on shows only the chosen "
+                "route's outcome (regret is logged by the evaluator's step hooks, which see it)"
+            )
+        raise KeyError(key)
+
+
+def bandit_info(info: dict[str, Any]) -> BanditInfo:
+    """``info`` without its counterfactual keys (also inside a vector env's ``final_info``)."""
+    out = BanditInfo((k, v) for k, v in info.items() if k.lstrip("_") not in COUNTERFACTUAL_INFO_KEYS)
+    if isinstance(out.get("final_info"), dict):
+        out["final_info"] = bandit_info(out["final_info"])
+    return out
+
+
+class BanditFeedback(gym.Wrapper):
+    """The bandit-feedback view of a training env: counterfactual info removed (the step hooks,
+    inside this wrapper, still see it)."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, bandit_info(info)
+
+
+class VectorBanditFeedback(gym.vector.VectorWrapper):
+    """``BanditFeedback`` for a vector env."""
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, infos = self.env.step(actions)
+        return obs, rewards, terminated, truncated, bandit_info(infos)
+
+
 @dataclass(frozen=True)
 class PrivilegedAccess:
     """What a privileged agent may read: the whole tournament (held-out rows included)."""
@@ -123,6 +174,11 @@ class FitContext:
         step_hooks: called after every training step of every env the context builds.
         progress: agents may show progress bars.
         grants: the privileges this context grants (``compare`` grants what an agent declares).
+        feedback: the agent's declared feedback (``compare`` passes ``agent.feedback``).
+            ``"bandit"`` (the default): every env the context builds is the bandit-feedback
+            view. Either way, reading the training table (``train_outcomes``,
+            ``train_reward_matrix``, ``train_tournament``) and building envs is recorded
+            (``training_feedback``).
     """
 
     def __init__(
@@ -136,7 +192,10 @@ class FitContext:
         step_hooks: list[StepHook] | None = None,
         progress: bool = False,
         grants: frozenset[str] | set[str] = frozenset(),
+        feedback: Feedback = "bandit",
     ):
+        if feedback not in ("bandit", "full"):
+            raise RoutingGymError(f"feedback must be 'bandit' or 'full', got {feedback!r}")
         unknown = sorted(set(grants) - set(PRIVILEGES))
         if unknown:
             raise RoutingGymError(f"unknown privilege(s) {unknown}; privileges: {', '.join(PRIVILEGES)}")
@@ -149,6 +208,8 @@ class FitContext:
         self.step_hooks = list(step_hooks or [])
         self.progress = progress
         self.grants = frozenset(grants)
+        self.feedback = feedback
+        self.reads: set[str] = set()  # training-table reads and "env": what training_feedback reports
         self._train_rows = tournament.split_rows(train_split)
 
     # ------------------------------------------------------------------ what any agent may read
@@ -184,7 +245,8 @@ class FitContext:
 
     @property
     def train_tournament(self) -> Tournament:
-        """The training split as a tournament of its own (no held-out row in it)."""
+        """The training split as a tournament of its own (no held-out row in it; full information)."""
+        self._read_full("train_tournament")
         if not hasattr(self, "_train_tournament"):
             self._train_tournament = self._tournament.subset(rows=self._train_rows)
         return self._train_tournament
@@ -195,11 +257,25 @@ class FitContext:
 
     def train_outcomes(self) -> Outcomes:
         """Full-information training table (for ``feedback = "full"`` agents)."""
+        self._read_full("train_outcomes")
         return self._tournament.outcomes(self._train_rows)
 
     def train_reward_matrix(self) -> np.ndarray:
         """``[n_train, K]`` reward of every route on training queries (full information)."""
+        self._read_full("train_reward_matrix")
         return self.reward.matrix(self._tournament, self._train_rows)
+
+    def _read_full(self, what: str) -> None:
+        self.reads.add(what)
+
+    @property
+    def training_feedback(self) -> str:
+        """What the agent learned from: ``"full information"`` (it read the training table, or
+        trained on an env with ``feedback = "full"`` declared), ``"bandit"`` (envs of the
+        bandit-feedback view only) or ``"none"`` (neither: e.g. random)."""
+        if self.reads - {"env"} or (self.feedback == "full" and "env" in self.reads):
+            return "full information"
+        return "bandit" if "env" in self.reads else "none"
 
     @property
     def objective(self) -> str:
@@ -211,8 +287,35 @@ class FitContext:
         """A training env (``env_fn``, default a ``RoutingEnv`` over the training split with
         this context's reward, invalid actions penalized) with the step hooks attached."""
         kwargs = {**self.env_kwargs, **overrides}
+        self._check_training_only(kwargs)
         env = self.env_fn(**kwargs) if self.env_fn is not None else self._default_env(**kwargs)
-        return StepHooks(env, self.step_hooks) if self.step_hooks else env
+        env = StepHooks(env, self.step_hooks) if self.step_hooks else env
+        return self._feedback_view(env, BanditFeedback)
+
+    def _check_training_only(self, kwargs: dict[str, Any]) -> None:
+        """Training envs replay this context's training split, nothing else."""
+        if "test_outcomes" in self.grants:
+            return
+        if "tournament" in kwargs:
+            raise PrivilegedAccessError("a training env replays this context's tournament; another tournament "
+                                        "(or the same one rebuilt) is not training data")
+        split = kwargs.get("split", self.train_split)
+        if split != self.train_split:
+            raise PrivilegedAccessError(
+                f"make_env(split={split!r}): training envs replay the training split {self.train_split!r} only; "
+                "an agent that needs held-out outcomes declares `privileged = frozenset({'test_outcomes'})` and is "
+                "reported not deployable"
+            )
+
+    def _feedback_view(self, env: Any, wrapper: type) -> Any:
+        """A bandit agent's env: per-route arrays hidden, counterfactual info stripped."""
+        self.reads.add("env")
+        if self.feedback != "bandit":
+            return env
+        hide = getattr(env.unwrapped, "hide_counterfactuals", None)
+        if hide is not None:
+            hide()
+        return wrapper(env)
 
     def make_vec_env(self, n: int, featurizer: Any = None, **overrides: Any) -> gym.vector.VectorEnv:
         """``n`` training envs stepped together, same-step autoreset (every step is a real one),
@@ -225,10 +328,12 @@ class FitContext:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         if self.env_fn is None:
+            self._check_training_only({**self.env_kwargs, **overrides})
             kwargs = self._default_env_kwargs(**{**self.env_kwargs, **overrides})
             view = {} if featurizer is None else {"observation": "features", "featurizer": featurizer}
             venv: gym.vector.VectorEnv = RoutingVectorEnv(n, **kwargs, **view)
-            return VectorStepHooks(venv, self.step_hooks) if self.step_hooks else venv
+            venv = VectorStepHooks(venv, self.step_hooks) if self.step_hooks else venv
+            return self._feedback_view(venv, VectorBanditFeedback)
 
         def make_one() -> gym.Env:
             env = self.make_env(**overrides)
@@ -284,6 +389,9 @@ class Agent(ABC):
     name: ClassVar[str] = "agent"
     feedback: ClassVar[Feedback] = "full"
     privileged: frozenset[str] = frozenset()  # subset of PRIVILEGES; non-empty: not deployable
+    # Non-empty: compare does not audit this agent (a second fit would cost too much) and its
+    # row says "unverified (<reason>)", never "yes".
+    audit_skip_reason: ClassVar[str] = ""
     # False: fit ignores FitContext.reward (it learns from correctness and joules, or from an
     # objective of its own), so the agent routes the same under every reward; compare marks its rows.
     trains_on_reward: ClassVar[bool] = True

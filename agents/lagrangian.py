@@ -152,7 +152,7 @@ class LagrangianAgent(Agent):
         self.spend_ = np.zeros(2)
         self.energy_noise_ = 1.0
         n_steps = self.epochs * ctx.n_train
-        regret, joules, mus = np.empty(n_steps), np.empty(n_steps), np.empty(n_steps)
+        joules, mus = np.empty(n_steps), np.empty(n_steps)
         correct = np.empty(n_steps)
         obs, _ = env.reset(seed=ctx.seed)
         x = self.features_of(ObservationBatch.from_observations([obs]), check=False)[0]
@@ -162,13 +162,12 @@ class LagrangianAgent(Agent):
             a = self.best_route(x, self.alpha)
             obs, r, terminated, truncated, info = env.step(a)
             self.observe(x, a, r, info["energy_j"])
-            regret[step], joules[step], mus[step], correct[step] = info["oracle_reward"] - r, info["energy_j"], self.mu, info["correct"]
+            joules[step], mus[step], correct[step] = info["energy_j"], self.mu, info["correct"]
             if terminated or truncated:
                 obs, _ = env.reset()
             x = self.features_of(ObservationBatch.from_observations([obs]), check=False)[0]
         return {
             "objective": ctx.objective,
-            "regret": regret.tolist(),
             "mu": mus.tolist(),
             "budget_j": self.budget_,
             "train_budget": budget_report(joules[None], correct[None], self.budget_).to_dict(),

@@ -7,8 +7,9 @@ default) or by sampling (``deterministic=False``; for DQN that is SB3's epsilon-
 the final exploration rate).
 
 Every online decision goes to ``FitContext.step_hooks`` (through the env ``make_env`` returns)
-and to a built-in ``CollapseTracker``, so ``fit`` returns the per-step regret against the oracle reward and the
-collapse summary. Agents are saved in SB3's own zip format next to a small pickle of the
+and to a built-in ``CollapseTracker``, so ``fit`` returns the collapse summary. The env is the
+bandit-feedback view (no oracle reward in its info): the per-step regret is the evaluator's,
+logged through the context's step hooks. Agents are saved in SB3's own zip format next to a small pickle of the
 featurizer and settings (``save``/``load``).
 
 SB3 and torch are imported inside functions: ``import routing_gym_agents`` stays light.
@@ -139,7 +140,7 @@ class SB3Agent(Agent):
         return kwargs
 
     def fit(self, ctx: FitContext) -> dict[str, Any]:
-        """Train online on the training split; returns regret per step and collapse logs."""
+        """Train online on the training split; returns collapse logs."""
         import torch
         from stable_baselines3 import A2C, DQN, PPO
 
@@ -170,8 +171,7 @@ class SB3Agent(Agent):
         tracker = CollapseTracker(
             n_models=ctx.n_models, model_ids=ctx.model_ids, window=self.collapse_window, threshold=self.collapse_threshold
         )
-        regret: list[float] = []
-        hooks = [tracker, lambda step, a, r, info: regret.append(info["oracle_reward"] - r)]
+        hooks = [tracker]
         start = time.perf_counter()
         self.model.learn(
             total_timesteps=self.total_timesteps,
@@ -181,7 +181,6 @@ class SB3Agent(Agent):
         self.collapse = tracker
         return {
             "objective": ctx.objective,
-            "regret": regret,
             "collapse": tracker.summary(),
             "collapse_windows": tracker.to_frame().to_dict("records"),
             "train_seconds": time.perf_counter() - start,

@@ -345,8 +345,9 @@ def test_to_tournament_and_data_split_write_seeded_paper_ratio_splits(tmp_path):
     result = run_python(["-m", "routing_gym", "data", "split", str(tmp_path / "t0-0"), "--out", str(tmp_path / "resplit"),
                          "--split", "train=1,test=1", "--seed", "3"], cwd=tmp_path)
     assert result.returncode == 0 and "(seed 3)" in result.stdout, result.stderr
-    assert Tournament.load(tmp_path / "resplit").card.split == {"seed": 3, "proportions": {"train": 1.0, "test": 1.0},
-                                                                 "stratified_by": "benchmark"}
+    assert Tournament.load(tmp_path / "resplit").card.split == {
+        "seed": 3, "proportions": {"train": 1.0, "test": 1.0}, "stratified_by": "benchmark",
+        "grouped_by": "normalised question text (lowercase, whitespace collapsed)"}
 
 
 @pytest.mark.slow

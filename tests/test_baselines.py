@@ -156,7 +156,7 @@ def test_cost_weight_pushes_knn_and_uniroute_to_the_cheapest_model(topical: Tour
 
 def test_greenserv_reward_weighs_energy(topical: Tournament) -> None:
     agent, logs = fitted("greenserv", topical, lam=1.0)  # reward = -joules / E_ref: the cheapest wins
-    assert len(logs["regret"]) == len(topical.split_rows("train")) and agent.feedback == "bandit"
+    assert len(logs["actions"]) == len(topical.split_rows("train")) and agent.feedback == "bandit"
     actions = agent.act_batch(ObservationBatch.from_tournament(topical, topical.split_rows("test")))
     assert (actions == 0).mean() > 0.9
     with pytest.raises(ValueError, match="lam"):

@@ -313,7 +313,7 @@ def test_hull_gain_in_every_output(outputs, tournament):
         if r["kind"] == "fixed-model" and r["seeds_ok"]:
             line = next(x for x in table.splitlines() if x.startswith(f"| {r['method']} |"))
             gain = "on the hull" if r["routing_gain_pp"] == 0 else f"{r['routing_gain_pp']:+.1f} below the hull"
-            assert f"| {gain} |" in line and "[" not in line.split("|")[5]
+            assert f"| {gain} |" in line and "[" not in line.split("|")[6]
     outside = any(r.get("routing_gain_pp_vs", "within") != "within" or r.get("joules_saved_pct_vs", "within") != "within"
                   for r in result.rows)
     table_rows = "\n".join(line for line in table.splitlines() if line.startswith("| "))

@@ -125,7 +125,7 @@ def test_any_variant_is_a_training_env_and_every_step_reaches_the_hooks():
     budget_env = lambda **kw: BudgetRoutingEnv(tournament=t, horizon=10, invalid_action="penalize", **kw)  # noqa: E731
     ctx = FitContext(t, reward, env_fn=budget_env, step_hooks=[lambda s, a, r, info: steps.append((s, info["query_id"]))])
     logs = make_agent("linucb").fit(ctx)
-    assert len(steps) == ctx.n_train == len(logs["regret"])
+    assert len(steps) == ctx.n_train == len(logs["actions"])
     assert [s for s, _ in steps] == list(range(ctx.n_train))
     assert len({q for _, q in steps}) == ctx.n_train  # one pass: every training query once
 

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from routing_gym.errors import RoutingGymError
+from routing_gym.sources import BUILD_VERSIONS
 from routing_gym.sources.llmrouter import LLMROUTER_MODELS, OUTPUT_TOKENS_BY_TASK, build_llmrouter_tournament
+from routing_gym.tournament.duplicates import duplicate_counts, normalise_question
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +23,21 @@ def test_shape_split_and_tasks(llmrouter_build):
     t, _ = llmrouter_build
     assert (t.n_queries, t.n_models) == (6108, 9)
     assert t.queries["split"].value_counts().to_dict() == {"train": 5608, "test": 500}
+
+
+def test_the_split_has_no_question_on_both_sides_and_keeps_the_test_task_mix(llmrouter_build):
+    t, _ = llmrouter_build
+    q = t.queries
+    from_file = q["metadata"].map(lambda m: m["llmrouter_split"])
+    texts = q["prompt"].map(normalise_question)
+    # LLMRouter's own files: 119 test questions whose text is also in train (the leak).
+    assert texts[from_file == "test"].isin(set(texts[from_file == "train"])).sum() == 119
+    assert duplicate_counts(q["prompt"], q["split"])["cross_split_texts"] == 0
+    assert not texts[q["split"] == "test"].isin(set(texts[q["split"] == "train"])).any()
+    # each task keeps its number of test questions from LLMRouter's test file
+    assert (q[q["split"] == "test"]["benchmark"].value_counts().sort_index()
+            == q[from_file == "test"]["benchmark"].value_counts().sort_index()).all()
+    assert t.card.extra["build_version"] == BUILD_VERSIONS["llmrouter"]
     assert {"mmlu", "gsm8k", "math", "humaneval", "mbpp", "gpqa", "arc_challenge"} <= set(t.benchmarks)
     assert set(t.models["model_id"]) == set(LLMROUTER_MODELS)
 
@@ -29,7 +46,7 @@ def test_scores_are_the_source_scores(llmrouter_build, data_dir):
     t, _ = llmrouter_build
     with gzip.open(data_dir / "outcomes" / "llmrouter" / "dcrouter_preprocessed" / "test.json.gz", "rt") as f:
         test_items = json.load(f)
-    rows = np.flatnonzero(t.queries["split"].to_numpy() == "test")
+    rows = np.flatnonzero(t.queries["query_id"].str.startswith("llmrouter/test/").to_numpy())  # the test file's rows
     for j in (0, 17, 499):
         i = rows[j]
         assert t.queries["prompt"].iloc[i] == test_items[j]["question"]
@@ -103,3 +120,17 @@ def test_bad_rows_are_errors_naming_file_and_row(data_dir, tmp_path):
 
     with pytest.raises(RoutingGymError, match=r"row 1, field 'scores': expected the nine models"):
         build_llmrouter_tournament(_copy_llmrouter(data_dir, tmp_path / "c", missing_model))
+
+
+def test_a_cached_build_of_an_older_version_is_rebuilt(tmp_path, monkeypatch, data_dir):
+    from routing_gym.sources import build_real_tournament
+
+    monkeypatch.setenv("ROUTING_GYM_CACHE", str(tmp_path))
+    stale = tmp_path / "tournaments" / "llmrouter"
+    stale.mkdir(parents=True)
+    (stale / "card.json").write_text(json.dumps({"name": "llmrouter", "extra": {}}))  # a build from before versions
+    out = build_real_tournament("llmrouter", data_dir)
+    card = json.loads((out / "card.json").read_text())
+    assert out == stale and card["extra"]["build_version"] == BUILD_VERSIONS["llmrouter"]
+    built = (out / "card.json").stat().st_mtime_ns
+    assert build_real_tournament("llmrouter", data_dir) == out and (out / "card.json").stat().st_mtime_ns == built

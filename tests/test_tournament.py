@@ -11,6 +11,7 @@ from conftest import make_tournament
 
 from routing_gym.errors import EmptySplitError, TournamentValidationError, UnknownNameError
 from routing_gym.tournament import PAPER_SPLIT, Tournament
+from routing_gym.tournament.duplicates import duplicate_counts, normalise_question
 
 
 def long_tables(t: Tournament) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -129,7 +130,61 @@ def test_splits_are_seeded_stratified_and_default_to_paper_proportions():
     for _, group in a.queries.groupby("benchmark"):  # every benchmark cut in the same proportion
         share = (group["split"] == "train").mean()
         assert share == pytest.approx(2050 / 2963, abs=0.01)
-    assert a.card.split == {"seed": 1, "proportions": PAPER_SPLIT, "stratified_by": "benchmark"}
+    assert a.card.split == {"seed": 1, "proportions": PAPER_SPLIT, "stratified_by": "benchmark",
+                            "grouped_by": "normalised question text (lowercase, whitespace collapsed)"}
+
+
+def _per_query_split(t: Tournament, seed: int, proportions: dict[str, float]) -> list[str]:
+    """The split rule before group splits (one draw per query), kept here as the reference."""
+    weights = np.array(list(proportions.values()), dtype=float) / sum(proportions.values())
+    rng = np.random.default_rng(seed)
+    split = np.empty(t.n_queries, dtype=object)
+    for benchmark in t.benchmarks:
+        rows = np.flatnonzero(t.queries["benchmark"].to_numpy() == benchmark)
+        rows = rows[rng.permutation(len(rows))]
+        quotas = weights * len(rows)
+        counts = np.floor(quotas).astype(int)
+        counts[np.argsort(-(quotas - counts), kind="stable")[: int(round(quotas.sum())) - counts.sum()]] += 1
+        split[rows] = np.repeat(list(proportions), counts)
+    return split.tolist()
+
+
+@pytest.mark.parametrize("seed, proportions", [(0, PAPER_SPLIT), (7, {"train": 2, "test": 1}),
+                                               (3, {"train": 5, "validation": 1, "test": 2})])
+def test_without_duplicates_the_group_split_is_the_per_query_split_draw_for_draw(seed, proportions):
+    t = make_tournament(n=700, k=2, seed=seed, with_splits=False)  # every prompt unique
+    assert t.queries["prompt"].map(normalise_question).is_unique
+    assert t.with_splits(seed=seed, proportions=proportions).queries["split"].tolist() == _per_query_split(t, seed, proportions)
+
+
+def test_every_copy_of_a_question_lands_on_one_side_still_stratified():
+    t = make_tournament(n=1500, k=2, with_splits=False)
+    rng = np.random.default_rng(0)
+    stems = [f"What is {i} plus {i}?" for i in range(300)]  # 300 questions, each asked ~5 times
+    variants = (str, str.upper, lambda q: "  " + q.replace(" ", "\n  ") + "\t")  # case and whitespace differ
+    queries = t.queries.copy()
+    queries["prompt"] = [variants[rng.integers(3)](stems[rng.integers(300)]) for _ in range(t.n_queries)]
+    t = Tournament(**{**_fields(t), "queries": queries})
+    for seed in range(3):
+        split = t.with_splits(seed=seed).queries
+        groups = split["prompt"].map(normalise_question)
+        assert (split.groupby(groups)["split"].nunique() == 1).all()
+        counts = duplicate_counts(split["prompt"], split["split"])
+        assert counts["cross_split_texts"] == counts["cross_split_queries"] == 0
+        assert sum(counts["within"].values()) == t.n_queries - groups.nunique()
+        assert abs((split["split"] == "train").mean() - 2050 / 2963) < 0.03  # whole groups: close, not exact
+    # The per-query rule puts copies on both sides: what the group split prevents.
+    per_query = _per_query_split(t, 0, PAPER_SPLIT)
+    assert duplicate_counts(t.queries["prompt"], per_query)["cross_split_texts"] > 100
+
+
+def test_shipped_and_procedural_presets_have_no_cross_split_duplicates():
+    from routing_gym.sources import resolve_tournament
+
+    for name in ("paper-pool", "specialist-pool", "two-model"):
+        t = resolve_tournament(name)
+        counts = duplicate_counts(t.queries["prompt"], t.queries["split"])
+        assert counts["cross_split_texts"] == 0, (name, counts)
 
 
 def test_split_errors_are_clear():
@@ -152,3 +207,34 @@ def test_subset_by_benchmark_model_and_split(toy):
         toy.subset(benchmarks=["bbh"])
     with pytest.raises(UnknownNameError, match="unknown model 'm9'"):
         toy.subset(models=["m9"])
+
+
+def test_data_split_and_info_report_duplicates(tmp_path, capsys):
+    from routing_gym.cli import main
+
+    t = make_tournament(n=90, with_splits=False)
+    queries = t.queries.copy()
+    queries.loc[[1, 2, 3], "prompt"] = [queries.loc[0, "prompt"].upper(), queries.loc[0, "prompt"] + "  ", "Same?"]
+    queries.loc[[4, 5], "prompt"] = ["same?", " SAME? "]
+    Tournament(**{**_fields(t), "queries": queries}).save(tmp_path / "raw")
+    # The raw file gives copies of one text both splits: data info counts them.
+    raw = Tournament.load(tmp_path / "raw")
+    raw.queries["split"] = ["train", "test"] * 45
+    raw.save(tmp_path / "leaky")
+    assert main(["data", "info", str(tmp_path / "leaky")]) == 0
+    assert "across splits: 2 texts (6 queries)" in capsys.readouterr().out
+    assert main(["data", "split", str(tmp_path / "raw"), "--out", str(tmp_path / "split")]) == 0
+    out = capsys.readouterr().out
+    assert "across splits: 0 texts (0 queries)" in out and "extra copies within a split" in out
+    split = Tournament.load(tmp_path / "split").queries["split"]
+    assert split[0] == split[1] == split[2] and split[3] == split[4] == split[5]
+
+
+def test_benchmark_proportions_cut_named_benchmarks_their_own_way():
+    t = make_tournament(n=600, with_splits=False)
+    split = t.with_splits(seed=0, proportions={"train": 2, "test": 1},
+                          benchmark_proportions={"mmlu": {"train": 1, "test": 0}}).queries
+    assert (split.loc[split["benchmark"] == "mmlu", "split"] == "train").all()
+    assert (split.loc[split["benchmark"] == "gsm8k", "split"] == "test").mean() == pytest.approx(1 / 3, abs=0.01)
+    with pytest.raises(ValueError, match="expected the splits"):
+        t.with_splits(proportions={"train": 2, "test": 1}, benchmark_proportions={"mmlu": {"train": 1, "val": 1}})

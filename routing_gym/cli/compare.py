@@ -45,6 +45,9 @@ def add_commands(cli) -> None:
     p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples for the intervals (default: %(default)s)")
     p.add_argument("--no-fixed-models", action="store_true", help="leave out the 'always <model>' rows")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-audit", action="store_true",
+                   help="skip the audit (each agent fit and run again on a copy with held-out outcomes replaced); "
+                   "rows are then 'unverified', never 'yes'")
     p.add_argument("--out", default="compare-results",
                    help="output directory (default: %(default)s); finished cells are saved in OUT/cells as they "
                    "arrive and a rerun with the same settings runs only the missing ones")
@@ -117,8 +120,7 @@ def _run(args: argparse.Namespace) -> int:
         tournament=args.tournament, agents=agents, seeds=args.seeds, reward=args.reward, coefficients=coefficients,
         train_split=args.train_split, test_split=args.test_split,
         agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"), fixed_models=not args.no_fixed_models,
-        allow_ungated=args.allow_ungated,
-        n_bootstrap=args.bootstrap, **executor_settings(args),
+        allow_ungated=args.allow_ungated, n_bootstrap=args.bootstrap, audit=not args.no_audit, **executor_settings(args),
     )
     result = run_compare(config, out_dir=args.out)
     paths = write_outputs(result, args.out, plots=not args.no_plots)

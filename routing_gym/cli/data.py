@@ -22,9 +22,10 @@ def add_commands(cli) -> None:
     validate.set_defaults(func=cmd_validate)
 
     split = data.add_parser(
-        "split", help="write a copy of a tournament with a seeded train/test split stratified by benchmark",
+        "split", help="write a copy of a tournament with a seeded train/test group split stratified by benchmark",
         description=f"Assign every question to a split (default proportions {PAPER_SPLIT_SPEC}, the reference "
-                    "paper's ratio), shuffling each benchmark with the seed, and save the tournament to --out "
+                    "paper's ratio), shuffling each benchmark with the seed; every copy of a question (same text, "
+                    "lowercase and whitespace collapsed) goes to one side. Save the tournament to --out "
                     "(which may be the input directory itself).",
     )
     split.add_argument("tournament", help="directory or preset name")
@@ -77,7 +78,10 @@ def cmd_split(args: argparse.Namespace) -> int:
         raise UsageError("data split needs proportions (--split NAME=WEIGHT,...), not 'none'")
     tournament = resolve_tournament(args.tournament).with_splits(seed=args.split_seed, proportions=proportions)
     tournament.save(args.out, format=args.format)
+    from routing_gym.tournament.summary import duplicates_line
+
     print(f"wrote {args.out}: {tournament.n_queries} questions x {tournament.n_models} models, {describe_splits(tournament)}")
+    print(duplicates_line(tournament))
     return 0
 
 

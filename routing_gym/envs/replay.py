@@ -23,11 +23,14 @@ from gymnasium import spaces
 
 from routing_gym.envs.observation import ObservationBatch
 from routing_gym.envs.rewards import DEFAULT_INVALID_PENALTY, Reward, resolve_coefficients
-from routing_gym.errors import InvalidActionError, RoutingGymError, UnknownNameError
+from routing_gym.errors import InvalidActionError, PrivilegedAccessError, RoutingGymError, UnknownNameError
 from routing_gym.tournament.scoring import BatchResult, ScoringTable, action_index
 from routing_gym.tournament import Outcomes, Tournament
 
 ORDERS = ("shuffle", "sequential")
+# Step info that describes routes not taken (the best reward available): a logging handle for
+# regret, absent from the bandit-feedback view agents train on (``BanditView``).
+COUNTERFACTUAL_INFO_KEYS = ("oracle_reward",)
 INVALID_ACTION_MODES = ("raise", "penalize")
 
 
@@ -289,7 +292,28 @@ class QuerySampler:
         return out
 
 
-class ReplayEnv(gym.Env):
+class BanditView:
+    """Mixin: ``hide_counterfactuals()`` turns an env into the bandit-feedback view that
+    ``FitContext`` gives a bandit-feedback agent: the public per-route arrays (``reward_matrix``,
+    ``evaluate``) then raise ``PrivilegedAccessError``, so the agent learns only the outcome of
+    the route it took. (``FitContext`` also strips ``COUNTERFACTUAL_INFO_KEYS`` from the step
+    info the agent sees.) A plain ``gym.make`` env keeps them: logging handles, privileged."""
+
+    _counterfactuals_hidden = False
+
+    def hide_counterfactuals(self) -> None:
+        self._counterfactuals_hidden = True
+
+    def _check_counterfactuals(self, what: str) -> None:
+        if self._counterfactuals_hidden:
+            raise PrivilegedAccessError(
+                f"{what} holds the outcome of every route, and this env is the bandit-feedback view a bandit agent "
+                "trains on: only the chosen route's outcome is shown. An agent that learns from every route declares "
+                "`feedback = 'full'` and reads ctx.train_reward_matrix() / ctx.train_outcomes()"
+            )
+
+
+class ReplayEnv(BanditView, gym.Env):
     """Base of the replay environments: config, core, sampler, the question observation, the
     action rule and ``action_masks``. Subclasses define ``reset``/``step`` and their spaces."""
 
@@ -324,6 +348,7 @@ class ReplayEnv(gym.Env):
     @property
     def reward_matrix(self) -> np.ndarray:
         """``[n_split, K]`` reward of every route for the split's queries (split order)."""
+        self._check_counterfactuals("reward_matrix")
         if self.core.reward_matrix is None:
             raise RoutingGymError(f"{type(self).__name__} has no per-route reward matrix")
         return self.core.reward_matrix

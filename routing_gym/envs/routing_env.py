@@ -67,8 +67,11 @@ class RoutingEnv(ReplayEnv):
     After `reset`: `query_id`. After `step` (about the routed query): also `model_id`, `valid`, `correct`, `energy_j`,
     `latency_s`, `mean_power_w`, `oracle_reward` (best reward available for the query, for
     regret) and the reward components (e.g. `z_energy`); with `stream`, `next_query_id` (the
-    query now shown). Info is for logging and regret;
-    agents learn what a query *is* from the observation.
+    query now shown). Info is for logging and regret; agents learn what a query *is* from the
+    observation. `oracle_reward`, `reward_matrix` and `evaluate` describe routes not taken:
+    privileged handles. The env a bandit agent trains on (`FitContext.make_env`) is the
+    bandit-feedback view (`hide_counterfactuals()`): no `oracle_reward` in its info, and
+    `reward_matrix` / `evaluate` raise `PrivilegedAccessError`.
 
     ## Arguments
     `RoutingConfig` (see `default_config()`); pass a config or keyword overrides, and
@@ -139,6 +142,7 @@ class RoutingEnv(ReplayEnv):
         Invalid actions (see the action rule; e.g. -1 for an unparsable choice) earn
         ``invalid_penalty``, count as wrong and cost nothing; they never raise here.
         """
+        self._check_counterfactuals("evaluate()")
         return self.core.score(actions, self._valid_now())
 
     # ------------------------------------------------------------------ hooks for variants

@@ -30,7 +30,8 @@ questions. It is the ``vector_entry_point`` of every RoutingGym id, so
 - **Infos** (arrays, each with its gymnasium ``_key`` mask): after ``reset`` and ``step``,
   ``row`` (tournament row) of the questions now shown; after ``step``, ``final_info`` holds
   the ended episodes' ``row``, ``action`` (the model index; -1 when invalid), ``valid``,
-  ``correct``, ``energy_j``, ``latency_s``, ``mean_power_w`` and ``oracle_reward``. The
+  ``correct``, ``energy_j``, ``latency_s``, ``mean_power_w`` and ``oracle_reward`` (privileged:
+  the bandit-feedback view of ``FitContext`` strips it and hides ``reward_matrix``). The
   ended episode's observation is the one the previous call returned (a one-step episode
   never changes it), so no ``final_obs`` is repeated; model ids are ``tournament.model_ids[action]``
   (an object array per step would cost more than the rest of the step).
@@ -52,7 +53,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from routing_gym.envs.replay import QuerySampler, ReplayCore, RoutingConfig, checked_render_mode
+from routing_gym.envs.replay import BanditView, QuerySampler, ReplayCore, RoutingConfig, checked_render_mode
 from routing_gym.envs.rewards import Reward
 from routing_gym.envs.wrappers import BoxFeatures, tournament_featurizer
 from routing_gym.errors import InvalidActionError, RoutingGymError
@@ -75,7 +76,7 @@ def reward_matrix_in_blocks(tournament: Tournament, rows: np.ndarray, reward: Re
     return out
 
 
-class RoutingVectorEnv(VectorEnv):
+class RoutingVectorEnv(BanditView, VectorEnv):
     """``num_envs`` ``RoutingEnv``s stepped together (see the module docstring).
 
     Args:
@@ -126,7 +127,7 @@ class RoutingVectorEnv(VectorEnv):
         self.sampler = QuerySampler(len(self.core), self.config.order)
         n_models = self.tournament.n_models
         matrix = reward_matrix_in_blocks(self.tournament, self.core.rows, self.reward)
-        self.reward_matrix = matrix
+        self._reward_matrix = matrix
         self._oracle = matrix.max(axis=1)
         # Flat gathers: route (position, a) is reward_flat[position * K + a]; its outcomes sit
         # at row_offset[position] + a of the tournament's own [N, K] arrays.
@@ -238,6 +239,12 @@ class RoutingVectorEnv(VectorEnv):
         )
 
     # ------------------------------------------------------------------ helpers
+    @property
+    def reward_matrix(self) -> np.ndarray:
+        """``[n_split, K]`` reward of every route (privileged: hidden in the bandit-feedback view)."""
+        self._check_counterfactuals("reward_matrix")
+        return self._reward_matrix
+
     def action_masks(self) -> np.ndarray:
         """Boolean ``[B, K]``: every model is valid for every env (sb3-contrib's convention)."""
         return np.ones((self.num_envs, self.single_action_space.n), dtype=bool)

@@ -130,7 +130,7 @@ class CompareJob:
                                                          np.full(len(env.rows), k), fit_s=math.nan, act_s=math.nan))
         self.cells = [(name, seed) for name in names for seed in seeds]
         self.settings = {name: CellSettings(reward, config.train_split, config.test_split,
-                                            dict(config.agent_kwargs.get(name, {})), tuple(config.imports))
+                                            dict(config.agent_kwargs.get(name, {})), tuple(config.imports), config.audit)
                          for name in names}
         self.fingerprints = {cell: cell_fingerprint(t, self.settings[cell[0]], *cell) for cell in self.cells}
         self.cells_dir = Path(out_dir) / CELLS_DIR if out_dir is not None else None

@@ -43,6 +43,7 @@ import numpy as np
 from routing_gym.envs import ObservationBatch, Reward, RoutingEnv
 from routing_gym.envs.rewards import DEFAULT_COEFFICIENTS, DEFAULT_INVALID_PENALTY, gate_reported
 from routing_gym.errors import RoutingGymError, UsageError
+from routing_gym.eval import audit
 from routing_gym.eval.collapse import CollapseTracker
 from routing_gym.eval.executors import DEFAULT_MAX_RETRIES
 from routing_gym.eval.jsonsafe import strict_json
@@ -103,6 +104,7 @@ class CompareConfig:
     ray_address: str | None = None  # None: RAY_ADDRESS, else a local Ray
     max_retries: int = DEFAULT_MAX_RETRIES  # further attempts of a cell whose worker process died
     imports: Sequence[str] = ()  # modules every worker imports first (e.g. ones registering agents)
+    audit: bool = True  # fit and run each deployable agent again on held-out outcomes replaced (eval/audit.py)
 
     @property
     def seed_list(self) -> list[int]:
@@ -142,6 +144,8 @@ class RunRecord:
     status: str  # "ok" | "failed"
     feedback: str = ""
     deployable: bool = True
+    training_feedback: str = ""  # FitContext.training_feedback: bandit | full information | none
+    audit: dict[str, Any] | None = None  # AuditResult.to_dict(); None for fixed models and failed runs
     fit_s: float = 0.0
     act_s: float = 0.0
     metrics: PolicyMetrics | None = None
@@ -155,7 +159,8 @@ class RunRecord:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "method": self.method, "seed": self.seed, "kind": self.kind, "status": self.status,
-            "feedback": self.feedback, "deployable": self.deployable, "fit_s": self.fit_s,
+            "feedback": self.feedback, "deployable": self.deployable, "training_feedback": self.training_feedback,
+            "audit": self.audit, "fit_s": self.fit_s,
             "act_ms_per_query": self.act_ms_per_query, "overhead": self.overhead,
         }
         if self.metrics is not None:  # per-benchmark numbers are reported aggregated over seeds only
@@ -209,6 +214,7 @@ class CellSettings:
     test_split: str
     agent_kwargs: dict[str, Any]  # this cell's agent only
     imports: tuple[str, ...] = ()  # modules to import first (e.g. ones that register agents)
+    audit: bool = True
 
 
 def run_cell(t: Tournament, settings: CellSettings, name: str, seed: int) -> RunRecord:
@@ -251,7 +257,7 @@ def agent_resources(name: str) -> dict[str, float]:
 
 # ---------------------------------------------------------------------- saved cells
 CELLS_DIR = "cells"
-_CELL_FORMAT = 1
+_CELL_FORMAT = 2  # 2: audit and training feedback
 
 
 def cell_fingerprint(t: Tournament, settings: CellSettings, name: str, seed: int) -> str:
@@ -262,7 +268,7 @@ def cell_fingerprint(t: Tournament, settings: CellSettings, name: str, seed: int
         "format": _CELL_FORMAT, "routing_gym": __version__, "tournament": t.fingerprint,
         "reward": [settings.reward.name, settings.reward.coefficients, settings.reward.invalid_penalty],
         "splits": [settings.train_split, settings.test_split], "agent": name, "kwargs": settings.agent_kwargs,
-        "imports": list(settings.imports), "seed": seed,
+        "imports": list(settings.imports), "seed": seed, "audit": settings.audit,
     }, sort_keys=True, default=repr)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
@@ -284,6 +290,7 @@ def save_cell(cells_dir: Path, record: RunRecord, fingerprint: str) -> Path:
     meta = {
         "fingerprint": fingerprint, "method": record.method, "seed": record.seed, "kind": record.kind,
         "status": record.status, "feedback": record.feedback, "deployable": record.deployable,
+        "training_feedback": record.training_feedback, "audit": record.audit,
         "fit_s": record.fit_s, "act_s": record.act_s, "overhead": record.overhead, "collapse": record.collapse,
         "metrics": record.metrics.to_dict() if record.metrics is not None else None,
     }
@@ -308,6 +315,7 @@ def load_cell(cells_dir: Path, name: str, seed: int, fingerprint: str) -> RunRec
     metrics["per_benchmark"] = [BenchmarkMetrics(**b) for b in metrics["per_benchmark"]]
     return RunRecord(
         name, seed, meta["kind"], meta["status"], feedback=meta["feedback"], deployable=meta["deployable"],
+        training_feedback=meta["training_feedback"], audit=meta["audit"],
         fit_s=meta["fit_s"], act_s=meta["act_s"], metrics=PolicyMetrics(**metrics),
         per_query={k.removeprefix("per_query__"): v for k, v in arrays.items() if k.startswith("per_query__")},
         regret=arrays.get("regret"), overhead=meta["overhead"], collapse=meta.get("collapse"),
@@ -389,29 +397,35 @@ def _run_agent(name: str, seed: int, settings: CellSettings, t: Tournament, scor
     def log_regret(step: int, action: int, value: float, info: dict[str, Any]) -> None:
         regret.append(float(info.get("oracle_reward", math.nan)) - float(value))
 
-    fit_s = act_s = 0.0
-    try:
+    def fit_and_act(tournament: Tournament, hooks: list[Any]) -> tuple[Any, Any, dict[str, Any], np.ndarray, float, float]:
         agent = make_agent(name, **settings.agent_kwargs)
         # Privileges are granted exactly as declared, and the row is labelled by them.
-        meta["deployable"] = agent.deployable
-        ctx = FitContext(tournament=t, reward=settings.reward, train_split=settings.train_split, seed=seed,
-                         step_hooks=[log_regret, tracker], progress=False, grants=agent.privileged)
+        ctx = FitContext(tournament=tournament, reward=settings.reward, train_split=settings.train_split, seed=seed,
+                         step_hooks=hooks, progress=False, grants=agent.privileged, feedback=agent.feedback)
         tic = time.perf_counter()
         logs = agent.fit(ctx) or {}
         fit_s = time.perf_counter() - tic
-        batch = ObservationBatch.from_tournament(t, scorer.env.rows, include_difficulty="difficulty" in agent.privileged)
+        batch = ObservationBatch.from_tournament(tournament, scorer.env.rows, include_difficulty="difficulty" in agent.privileged)
         tic = time.perf_counter()
-        raw = agent.act_batch(batch)
+        actions = np.asarray(agent.act_batch(batch))
         act_s = time.perf_counter() - tic
-        actions = np.asarray(raw)
         if actions.shape != (len(batch),):
             raise RoutingGymError(f"act_batch returned shape {actions.shape} for {len(batch)} queries; expected ({len(batch)},)")
+        return agent, ctx, logs, actions, fit_s, act_s
+
+    fit_s = act_s = 0.0
+    try:
+        agent, ctx, logs, actions, fit_s, act_s = fit_and_act(t, [log_regret, tracker])
+        meta["deployable"] = agent.deployable
         curve = np.asarray(regret if regret else logs.get("regret", []), dtype=np.float64)
-        return scorer.record(
-            name, seed, "agent", actions, fit_s=fit_s, act_s=act_s,
-            regret=curve if curve.size else None, overhead=_read_overhead(agent, logs, len(batch)),
+        record = scorer.record(
+            name, seed, "agent", actions, fit_s=fit_s, act_s=act_s, training_feedback=ctx.training_feedback,
+            regret=curve if curve.size else None, overhead=_read_overhead(agent, logs, len(actions)),
             collapse=strict_json(tracker.summary()) if tracker.n_steps else None, **meta,
         )
+        # The audit: the same agent and seed again, on held-out outcomes replaced (eval/audit.py).
+        record.audit = _audit(agent, settings, t, actions, seed, lambda copy: fit_and_act(copy, [])[3])
+        return record
     except Exception as exc:  # one agent's bug must not sink the comparison
         frames = traceback.extract_tb(exc.__traceback__)[-4:]
         return RunRecord(
@@ -420,6 +434,18 @@ def _run_agent(name: str, seed: int, settings: CellSettings, t: Tournament, scor
             # Two path parts only: enough to find the line, and no machine-specific prefix.
             traceback=[f"{'/'.join(Path(f.filename).parts[-2:])}:{f.lineno} in {f.name}: {f.line}" for f in frames],
         )
+
+
+def _audit(agent: Any, settings: CellSettings, t: Tournament, actions: np.ndarray, seed: int,
+           rerun: Any) -> dict[str, Any] | None:
+    """The cell's audit (``routing_gym.eval.audit``), for rows that claim to be deployable."""
+    if not agent.deployable:
+        return None
+    if not settings.audit:
+        return audit.AuditResult(audit.OFF, reason="audit off").to_dict()
+    if agent.audit_skip_reason:
+        return audit.AuditResult(audit.SKIPPED, reason=agent.audit_skip_reason).to_dict()
+    return audit.audit_actions(rerun, t, actions, settings.test_split, seed).to_dict()
 
 
 def _read_overhead(agent: Any, logs: dict[str, Any], n: int) -> dict[str, float]:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from routing_gym.eval import audit
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.compare_cells import RunRecord
 from routing_gym.eval.compare_stats import CompareResult
@@ -90,7 +91,7 @@ def markdown_report(result: CompareResult) -> str:
     s = result.settings()
     reward = result.reward.describe()
     overhead_cols = sorted({k for r in result.rows for k in r if k.startswith(("overhead_", "fit_overhead_"))})
-    header = ["Method", "Deployable", "Accuracy % [95% CI]", "Mean J [95% CI]", "Routing gain pp [95% CI]",
+    header = ["Method", "Deployable", "Training feedback", "Accuracy % [95% CI]", "Mean J [95% CI]", "Routing gain pp [95% CI]",
               "Joules saved % [95% CI]", "Content gain pp [95% CI]", "Latency s", "Power W",
               "Top-1 share", f"Reward {reward} [95% CI]", "Invalid"] + [c.replace("overhead_", "overhead ").replace("fit_", "fit ") for c in overhead_cols]
     lines = [
@@ -98,7 +99,7 @@ def markdown_report(result: CompareResult) -> str:
         "",
         f"{s['tournament']['n_test']} held-out queries ({s['tournament']['test_split']}), trained on "
         f"{s['tournament']['n_train']} ({s['tournament']['train_split']}); energy provenance: "
-        f"{s['tournament']['provenance']}; {len(s['seeds'])} seed(s) per agent.",
+        f"{s['tournament']['provenance']}; {len(s['seeds'])} seed(s) per agent; {_duplicates_note(s)}.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
@@ -107,12 +108,13 @@ def markdown_report(result: CompareResult) -> str:
     for r in result.rows:
         name = r["method"] + (REWARD_FREE_MARK if r["method"] in reward_free else "")
         name += ("" if r["kind"] == "fixed-model" or r["seeds_failed"] == 0 else f" ({r['seeds_ok']}/{r['seeds_ok'] + r['seeds_failed']} seeds)")
-        deployable = "yes" if r["deployable"] else "no"
+        deployable = r.get("deployable_label", "yes" if r["deployable"] else "no")
+        feedback = r.get("training_feedback") or "—"
         if not r["seeds_ok"]:
-            lines.append(f"| {name} | {deployable} | failed: {r.get('error', '')[:80]} |" + " |" * (len(header) - 3))
+            lines.append(f"| {name} | {deployable} | {feedback} | failed: {r.get('error', '')[:80]} |" + " |" * (len(header) - 4))
             continue
         cells = [
-            name, deployable,
+            name, deployable, feedback,
             _ci(r, "accuracy", ".1f", 100.0), _ci(r, "mean_energy_j", ",.1f"),
             _ci(r, "routing_gain_pp", "+.1f") + _outside_hull(r, "routing_gain_pp"),
             _ci(r, "joules_saved_pct", "+.1f") + _outside_hull(r, "joules_saved_pct"),
@@ -133,7 +135,9 @@ def markdown_report(result: CompareResult) -> str:
         f"({s['task_hull']}). "
         f"Invalid: invalid actions per evaluation pass ({s['invalid_actions']}). "
         f"Top-1 share: share of queries sent to the most used model (collapse indicator). Deployable: 'no' for "
-        f"methods that read held-out outcomes (oracle, output-informed diagnostics).",
+        f"methods that declare held-out information (oracle, output-informed diagnostics); {_audit_note(result)}. "
+        f"Training feedback: 'bandit' (only the chosen route's outcome, through the training env), 'full "
+        f"information' (every model's outcome on the training queries: legitimate training data, declared or read).",
         "",
     ]
     free_note = reward_free_note(reward_free)
@@ -175,15 +179,20 @@ def _markdown_hull(result: CompareResult) -> list[str]:
     conf = f"{result.config.confidence:.0%}"
     vertices = " → ".join(f"{m} ({j:,.1f} J, {100 * a:.1f} %)" for m, j, a in zip(hull["models"], hull["energy_j"], hull["accuracy"]))
     agents = [r for r in result.rows if r["seeds_ok"] and r["kind"] != "fixed-model"]
-    above = [r["method"] for r in agents if r["routing_gain_pp_ci_low"] > 0]
+    above = [r for r in agents if r["routing_gain_pp_ci_low"] > 0]
     below = [r["method"] for r in agents if r["routing_gain_pp_ci_high"] < 0]
+    verified = [r["method"] for r in above if r.get("deployable_label") == "yes"]
+    unverified = [r["method"] for r in above if r["deployable"] and r.get("deployable_label") != "yes"]
+    excluded = [f"{r['method']} ({r.get('deployable_label', 'no')})" for r in above if not r["deployable"]]
     return [
         "## Routing gain over the fixed-model hull", "",
         f"Hull (random mixes of fixed models; flat beyond the most accurate one): {vertices}.", "",
-        f"- routes (gain {conf} CI above 0): {', '.join(above) or 'none'}",
+        f"- routes (gain {conf} CI above 0, deployable and verified by the audit): {', '.join(verified) or 'none'}",
+        *([f"- routes, not verified (audit off or skipped): {', '.join(unverified)}"] if unverified else []),
+        *([f"- above the hull but not deployable: {', '.join(excluded)}"] if excluded else []),
         f"- below the hull (gain {conf} CI below 0): {', '.join(below) or 'none'}",
         f"- not distinguishable from mixing fixed models: "
-        f"{', '.join(r['method'] for r in agents if r['method'] not in above + below) or 'none'}",
+        f"{', '.join(r['method'] for r in agents if r not in above and r['method'] not in below) or 'none'}",
         "",
     ]
 
@@ -217,6 +226,25 @@ def _markdown_task_hull(result: CompareResult) -> list[str]:
     lines += [f"{r['method']}'s routing gain ({_ci(r, 'routing_gain_pp', '+.1f')} pp) is explained by the benchmark label: "
               f"its content gain is {_ci(r, 'content_gain_pp', '+.1f')} pp." for r in explained]
     return lines + ([""] if explained else [])
+
+
+def _duplicates_note(settings: dict[str, Any]) -> str:
+    d = settings["tournament"]["duplicates"]
+    return (f"cross-split duplicate questions: {d['cross_split_texts']} (normalised texts in more than one split; "
+            f"{sum(d['within'].values())} extra copies within splits)")
+
+
+def _audit_note(result: CompareResult) -> str:
+    """What the audit did and what it cost (the second fit + act of every audited cell)."""
+    if not result.config.audit:
+        return "the audit was off (--no-audit): no row is verified, so none says 'yes'"
+    runs = [r for r in result.runs if r.audit and r.audit["status"] in (audit.PASSED, audit.FAILED)]
+    seconds = sum(r.audit["seconds"] for r in runs)
+    first = sum(r.fit_s + r.act_s for r in runs)
+    return (f"'yes' only after the audit: each agent fit and run again on a copy whose held-out outcomes are "
+            f"replaced (permuted across held-out queries, shifted one model along), any changed action gives "
+            f"'{audit.FAILED_LABEL}'; it cost {seconds:.1f} s over {len(runs)} cells "
+            f"(the first fit + act: {first:.1f} s)")
 
 
 def _markdown_benchmarks(result: CompareResult) -> list[str]:

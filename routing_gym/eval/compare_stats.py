@@ -21,12 +21,14 @@ import pandas as pd
 
 from routing_gym.envs import Reward
 from routing_gym.errors import UnknownNameError
+from routing_gym.eval import audit
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.compare_cells import PER_QUERY, CompareConfig, RunRecord
 from routing_gym.eval.pareto import hypervolume, pareto_front
 from routing_gym.eval.robustness import robustness_of_runs
 from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval, seed_spread
 from routing_gym.tournament import Tournament
+from routing_gym.tournament.duplicates import duplicate_counts
 
 
 # Hypervolume reference: accuracy 0 and 1.1 x the most expensive fixed model's mean joules,
@@ -75,7 +77,9 @@ class CompareResult:
                 "params_b": [None if pd.isna(p) else float(p) for p in t.models["params_b"]],
                 "train_split": c.train_split, "test_split": c.test_split,
                 "n_train": int(len(t.split_rows(c.train_split))), "n_test": int(len(self.test_rows)),
+                "duplicates": duplicate_counts(t.queries["prompt"], t.queries["split"]),
             },
+            "audit": (audit.__doc__.split("\n\n")[1].replace("\n", " ") if c.audit else "off (--no-audit): no row is verified"),
             "reward": {"name": self.reward.name, "coefficients": self.reward.coefficients,
                        "invalid_penalty": self.reward.invalid_penalty,
                        "allow_ungated": self.reward.allow_ungated, "describe": self.reward.describe()},
@@ -105,6 +109,12 @@ def aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: n
             "method": method, "kind": mine[0].kind, "feedback": mine[0].feedback,
             "deployable": mine[0].deployable, "seeds_ok": len(ok), "seeds_failed": len(mine) - len(ok),
         }
+        if mine[0].kind == "agent":
+            row.update(audit.row_fields(mine[0].deployable, [r.audit for r in ok], [r.training_feedback for r in ok]))
+            if not ok:  # nothing ran to verify
+                row["deployable_label"] = "no" if not mine[0].deployable else "—"
+        else:
+            row.update(deployable_label="yes", training_feedback="")
         if ok:
             pooled[method] = {k: np.mean([r.per_query[k] for r in ok], axis=0) for k in PER_QUERY}
             for metric in _CI_METRICS:

@@ -12,10 +12,12 @@ models (re-priced from a cached base build).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from routing_gym.errors import UnknownNameError
 from routing_gym.paths import cache_dir, shipped_data_dir
@@ -36,6 +38,10 @@ REAL_DATA_BUILDS = {
     "llmrouter": "routing_gym.sources.llmrouter:build_llmrouter_tournament",
     "mmlu-pro": "routing_gym.sources.mmlu_pro:build_mmlu_pro_tournament",
 }
+# Bumped when a builder's output changes, so a cached build from an older version is rebuilt
+# (stored in the card's ``extra.build_version``; absent means 1). llmrouter 3: a group split
+# keeping LLMRouter's test questions per task (2: a group split stratified over all tasks).
+BUILD_VERSIONS = {"llmrouter": 3}
 # The same builds under another energy model (routing_gym.sources.energy_model): name -> (build, energy model).
 ENERGY_MODEL_VARIANTS = {f"{base}-{kind}": (base, kind) for base in REAL_DATA_BUILDS for kind in ("batch1", "law", "params")}
 # Each build's model specs: a variant of a cached build (or a cache of an older energy law) is re-priced from
@@ -70,6 +76,33 @@ def resolve_tournament(spec: Tournament | str | os.PathLike) -> Tournament:
     working directory, so that a stray folder never changes what a preset means; write
     ``./paper-pool`` to load the folder.
     """
+    resolved = _resolve(spec)
+    return _substitutes.get(resolved.fingerprint, resolved) if _substitutes else resolved
+
+
+# fingerprint -> the tournament that stands in for it (``substitute``): the audit's copy.
+_substitutes: dict[str, Tournament] = {}
+
+
+@contextlib.contextmanager
+def substitute(original: Tournament, stand_in: Tournament) -> Iterator[None]:
+    """While inside, every ``resolve_tournament`` that would return ``original`` (by name,
+    directory or object: matched by content fingerprint) returns ``stand_in`` instead, in this
+    process. The audit of ``compare`` runs an agent a second time this way, so that an agent
+    rebuilding its tournament by name sees the audited copy too."""
+    key = original.fingerprint
+    previous = _substitutes.get(key)
+    _substitutes[key] = stand_in
+    try:
+        yield
+    finally:
+        if previous is None:
+            _substitutes.pop(key, None)
+        else:
+            _substitutes[key] = previous
+
+
+def _resolve(spec: Tournament | str | os.PathLike) -> Tournament:
     if isinstance(spec, Tournament):
         return spec
     name = DEFAULT_TOURNAMENT if str(spec) == "default" else str(spec)
@@ -112,12 +145,13 @@ def build_real_tournament(name: str, data_dir: str | os.PathLike | None = None, 
         return getattr(importlib.import_module(module), attribute)
 
     out = cache_dir() / "tournaments" / name
-    if (out / "card.json").exists() and not rebuild and _current_energy_law(out):
+    base, energy_model = ENERGY_MODEL_VARIANTS.get(name, (name, "batched"))
+    if (out / "card.json").exists() and not rebuild and _current_energy_law(out) and _current_build(out, base):
         return out
     root = resolve_data_dir(data_dir)
-    base, energy_model = ENERGY_MODEL_VARIANTS.get(name, (name, "batched"))
     base_out = cache_dir() / "tournaments" / base
-    if not rebuild and base in REAL_DATA_SPECS and (base_out / "card.json").exists():
+    if (not rebuild and base in REAL_DATA_SPECS and (base_out / "card.json").exists()
+            and _current_build(base_out, base)):  # an older build (e.g. its split) is rebuilt, not re-priced
         print(f"re-pricing the cached {base} build as {name} (energy model {energy_model})", file=sys.stderr)
         reprice_tournament(Tournament.load(base_out), base, energy_model, load(REAL_DATA_SPECS[base]), root).save(out)
         return out
@@ -130,12 +164,17 @@ def build_real_tournament(name: str, data_dir: str | os.PathLike | None = None, 
 
 def _current_energy_law(path: Path) -> bool:
     """Whether a cached build was priced by this version of the energy models."""
-    import json
-
     from routing_gym.sources.energy_model import ENERGY_LAW_VERSION
 
     extra = json.loads((path / "card.json").read_text(encoding="utf-8")).get("extra", {})
     return extra.get("energy_fit", {}).get("energy_law_version") == ENERGY_LAW_VERSION
+
+
+def _current_build(path: Path, base: str) -> bool:
+    """Whether a cached build was made by this version of its builder (``BUILD_VERSIONS``; a card
+    that does not say is version 1)."""
+    extra = json.loads((path / "card.json").read_text(encoding="utf-8")).get("extra", {})
+    return extra.get("build_version", 1) == BUILD_VERSIONS.get(base, 1)
 
 
 def _import_builtin_presets() -> None:

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from routing_gym.errors import RoutingGymError
+from routing_gym.sources import BUILD_VERSIONS
 from routing_gym.paths import data_dir as resolve_data_dir
 from routing_gym.sources.energy_model import (
     MLENERGY_SOURCE,
@@ -45,6 +46,7 @@ from routing_gym.sources.energy_model import (
     tournament_name,
 )
 from routing_gym.sources.zeroeval import BuildReport, count_tokens
+from routing_gym.tournament.duplicates import duplicate_counts
 
 LLMROUTER_SOURCE = "ulab-uiuc/LLMRouter @ 4e7a7969, data/dcrouter_preprocessed/ and data/example_data/ (MIT)"
 
@@ -137,7 +139,15 @@ def build_llmrouter_tournament(data_dir: str | os.PathLike | None = None, energy
     Every scored question is kept; a question whose text has no task record is an error
     (the two files come from the same commit), and the six questions whose text carries two
     task names take the first one (train file first), with all names in
-    ``metadata["task_candidates"]``. Queries keep LLMRouter's own train/test split.
+    ``metadata["task_candidates"]``.
+
+    Split: LLMRouter's own files hold 119 test questions whose text is also in train, so the
+    queries are re-split by group (``Tournament.with_splits``, seed 0): every copy of a
+    normalised text on one side, each task cut in LLMRouter's own train : test numbers for that
+    task (50 test questions for each of its 10 test tasks, none for the other 4), so the test
+    split keeps its size (500) and task mix. Moving the 119 copies into train instead would
+    shrink the test split by a quarter, unevenly across tasks. The file a query came from stays
+    in ``metadata["llmrouter_split"]`` and its id.
     ``energy_model``: as in :func:`routing_gym.sources.zeroeval.build_zeroeval_tournament`.
     """
     from routing_gym.tournament import DataCard, Tournament
@@ -182,7 +192,7 @@ def build_llmrouter_tournament(data_dir: str | os.PathLike | None = None, energy
             queries.append({
                 "query_id": qid, "benchmark": BENCHMARK_NAMES.get(task, task), "prompt": question,
                 "reference": str(rec.get("ground_truth", "")), "split": split, "difficulty": float("nan"),
-                "metadata": {"task_name": task, "metric": rec.get("metric"), "choices": rec.get("choices"),
+                "metadata": {"llmrouter_split": split, "task_name": task, "metric": rec.get("metric"), "choices": rec.get("choices"),
                              "cluster_id": item.get("cluster_id"), "task_candidates": tasks},
             })
             scores.append([float(item_scores[m]) for m in model_ids])
@@ -207,7 +217,8 @@ def build_llmrouter_tournament(data_dir: str | os.PathLike | None = None, energy
         "energy_provenance": energy_info["provenance"],
         "energy_source": profiles[m].source + "; output length assumed per task, identical for every model",
     } for m, spec in LLMROUTER_MODELS.items()]
-    duplicates = int(qframe["prompt"].duplicated().sum())
+    duplicates = duplicate_counts(qframe["prompt"], qframe["split"])
+    file_sizes = qframe["split"].value_counts()
     card = DataCard(
         name=name,
         provenance=energy_info["provenance"],
@@ -225,13 +236,17 @@ def build_llmrouter_tournament(data_dir: str | os.PathLike | None = None, energy
             "input tokens: the question, Qwen2.5 tokenizer",
             *energy_info["card_notes"],
             f"{ambiguous} questions carry two task names in LLMRouter's files; the first (train file first) is used",
-            f"{duplicates} question texts occur in both LLMRouter splits; kept as separate queries",
+            f"{duplicates['cross_split_texts']} normalised question texts ({duplicates['cross_split_queries']} queries) "
+            "occur in both of LLMRouter's train/test files; kept as separate queries, re-split by group so that all "
+            "copies of a text are on one side",
         ],
-        split={"source": "LLMRouter dcrouter_preprocessed train/test files"},
-        extra={"output_tokens_by_task": OUTPUT_TOKENS_BY_TASK, "energy_model": energy_model,
-               "energy_fit": card_energy_fit(energy_info)},
+        extra={"build_version": BUILD_VERSIONS["llmrouter"], "output_tokens_by_task": OUTPUT_TOKENS_BY_TASK,
+               "energy_model": energy_model, "energy_fit": card_energy_fit(energy_info)},
     )
-    tournament = Tournament.from_records(qframe, model_rows, outcomes, card, source=name)
+    per_task = pd.crosstab(qframe["benchmark"], qframe["split"]).reindex(columns=["train", "test"], fill_value=0)
+    tournament = Tournament.from_records(qframe, model_rows, outcomes, card, source=name).with_splits(
+        seed=0, proportions={"train": int(file_sizes["train"]), "test": int(file_sizes["test"])},
+        benchmark_proportions={b: {"train": int(r["train"]), "test": int(r["test"])} for b, r in per_task.iterrows()})
     grades = pd.DataFrame({"query_id": outcomes["query_id"], "model_id": outcomes["model_id"],
                            "benchmark": np.repeat(qframe["benchmark"].to_numpy(), k), "correct": outcomes["correct"]})
     report = BuildReport(name, model_ids, [], [], grades, {"total_s": time.monotonic() - t_start}, energy_info)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from routing_gym.tournament.duplicates import duplicate_counts
 from routing_gym.tournament.tournament import Tournament
 
 # The paper's RL energy coefficient; the oracle under it routes to the cheapest correct model.
@@ -52,6 +53,7 @@ def describe(t: Tournament, split: str | None = None) -> str:
         f"{card.name}: N={t.n_queries} queries x K={t.n_models} models   energy provenance: {card.provenance}",
         "benchmarks: " + ", ".join(f"{b} {c}" for b, c in counts.items()),
         "splits: " + ", ".join(f"{s} {c}" for s, c in split_counts.items()),
+        duplicates_line(t),
     ]
     if card.provenance != "measured":
         head.append(f"note: energy is {card.provenance}, not measured")
@@ -70,6 +72,14 @@ def describe(t: Tournament, split: str | None = None) -> str:
     )
     scope = f"split {split}" if split not in (None, "all") else "all queries"
     return "\n".join(head + [f"per model ({scope}):", formatted])
+
+
+def duplicates_line(t: Tournament) -> str:
+    """Copies of a question (normalised text) within each split and across splits."""
+    d = duplicate_counts(t.queries["prompt"], t.queries["split"].replace("", "(none)"))
+    within = ", ".join(f"{s} {c}" for s, c in d["within"].items())
+    return (f"duplicate questions ({d['normalisation']}): extra copies within a split: {within}; across splits: "
+            f"{d['cross_split_texts']} texts ({d['cross_split_queries']} queries)")
 
 
 def side_by_side(tournaments: list[Tournament], split: str | None = None) -> pd.DataFrame:

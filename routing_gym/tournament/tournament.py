@@ -24,6 +24,7 @@ import pandas as pd
 
 from routing_gym.errors import EmptySplitError, TournamentValidationError, UnknownNameError
 from routing_gym.tournament.card import DataCard
+from routing_gym.tournament.duplicates import question_groups
 from routing_gym.tournament.io import read_tables, write_tables
 from routing_gym.tournament.schema import (
     ENERGY_PROVENANCES,
@@ -183,29 +184,42 @@ class Tournament:
             raise EmptySplitError(f"{self.card.name}: split {split!r} has no queries")
         return rows
 
-    def with_splits(self, seed: int = 0, proportions: dict[str, float] | None = None) -> Tournament:
-        """A copy whose ``split`` column is a seeded split stratified by benchmark.
+    def with_splits(self, seed: int = 0, proportions: dict[str, float] | None = None,
+                    benchmark_proportions: dict[str, dict[str, float]] | None = None) -> Tournament:
+        """A copy whose ``split`` column is a seeded group split stratified by benchmark.
 
-        Every benchmark is shuffled with ``numpy.random.default_rng(seed)`` (benchmarks in
-        sorted order) and cut in ``proportions`` (default 2,050 : 913 as in the paper), with
-        largest-remainder rounding so each benchmark's counts add up.
+        Every copy of a question (the same text after ``normalise_question``: lowercase,
+        whitespace collapsed) lands on one side. Groups belong to the benchmark of their first
+        copy; every benchmark's groups (benchmarks in sorted order, groups by first occurrence)
+        are shuffled with ``numpy.random.default_rng(seed)`` and dealt in that order to the
+        splits in ``proportions`` (default 2,050 : 913 as in the paper), each split's share of
+        the benchmark's queries set by largest-remainder rounding; a group goes whole to the
+        split whose share its first query falls in. Without duplicates every group is one
+        query and this is the per-query split of earlier versions, draw for draw.
+        ``benchmark_proportions``: other proportions for some benchmarks (same split names),
+        e.g. to keep a source's own number of test questions per benchmark.
         """
         proportions = dict(proportions or PAPER_SPLIT)
-        if not proportions or any(v < 0 for v in proportions.values()) or sum(proportions.values()) <= 0:
-            raise ValueError(f"split proportions must be non-negative and sum above zero, got {proportions}")
-        weights = np.array(list(proportions.values()), dtype=float)
-        weights /= weights.sum()
         names = np.array(list(proportions), dtype=object)
+        weights = _split_weights(proportions, list(proportions))
+        by_benchmark = {b: _split_weights(p, list(proportions)) for b, p in (benchmark_proportions or {}).items()}
+        groups = question_groups(self.queries["prompt"])
+        first_row = np.unique(groups, return_index=True)[1]  # group g's first query is row first_row[g]
+        group_benchmark = self.queries["benchmark"].to_numpy()[first_row]
+        sizes = np.bincount(groups)
         rng = np.random.default_rng(seed)
-        split = np.empty(self.n_queries, dtype=object)
+        group_split = np.empty(len(first_row), dtype=object)
         for benchmark in self.benchmarks:
-            rows = np.flatnonzero(self.queries["benchmark"].to_numpy() == benchmark)
-            rows = rows[rng.permutation(len(rows))]
-            counts = _largest_remainder(weights * len(rows))
-            split[rows] = np.repeat(names, counts)
+            members = np.flatnonzero(group_benchmark == benchmark)  # in order of first occurrence
+            members = members[rng.permutation(len(members))]
+            bounds = np.cumsum(_largest_remainder(by_benchmark.get(benchmark, weights) * sizes[members].sum()))
+            starts = np.concatenate([[0], np.cumsum(sizes[members])[:-1]])
+            group_split[members] = names[np.searchsorted(bounds, starts, side="right")]
         queries = self.queries.copy()
-        queries["split"] = split.astype(str)
-        card = replace(self.card, split={"seed": seed, "proportions": proportions, "stratified_by": "benchmark"})
+        queries["split"] = group_split[groups].astype(str)
+        card = replace(self.card, split={"seed": seed, "proportions": proportions, "stratified_by": "benchmark",
+                                         "grouped_by": "normalised question text (lowercase, whitespace collapsed)",
+                                         **({"benchmark_proportions": benchmark_proportions} if benchmark_proportions else {})})
         return replace(self, queries=queries, card=card)
 
     def subset(
@@ -370,6 +384,16 @@ def load_tournament(path: str | os.PathLike) -> Tournament:
 
 
 # ---------------------------------------------------------------------- helpers
+def _split_weights(proportions: dict[str, float], names: list[str]) -> np.ndarray:
+    """Proportions as weights summing to 1, in the order of ``names`` (checked to be the same names)."""
+    if not proportions or any(v < 0 for v in proportions.values()) or sum(proportions.values()) <= 0:
+        raise ValueError(f"split proportions must be non-negative and sum above zero, got {proportions}")
+    if set(proportions) != set(names):
+        raise ValueError(f"split proportions name {sorted(proportions)}, expected the splits {names}")
+    weights = np.array([proportions[n] for n in names], dtype=float)
+    return weights / weights.sum()
+
+
 def _largest_remainder(quotas: np.ndarray) -> np.ndarray:
     counts = np.floor(quotas).astype(int)
     short = int(round(quotas.sum())) - counts.sum()

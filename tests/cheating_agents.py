@@ -1,0 +1,155 @@
+"""Agents that read what a deployed router would not have, each through one door.
+
+Worker processes import this module by name (``CompareConfig(imports=["cheating_agents"])``),
+so the audit can be checked on every executor. Each cheater routes a held-out query to the
+model that actually did best on it, which puts it far above the fixed-model hull: if the
+suite did not catch it, it would be listed under "routes".
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from conftest import two_skill_tournament
+
+from routing_gym.envs import ObservationBatch
+from routing_gym.sources import register_tournament, resolve_tournament
+from routing_gym.tournament import Tournament
+from routing_gym_agents import Agent, FitContext, register_agent
+
+BY_NAME = "cheat-two-skill"  # the registered tournament the rebuild-by-name cheater asks for
+register_tournament(BY_NAME)(functools.cache(lambda: two_skill_tournament(n=600)))  # honest routers route on it
+
+
+class _PerQueryCheat(Agent):
+    """Routes each held-out query (by its id) to its best model in ``self.table``."""
+
+    feedback = "full"
+
+    def routes_from(self, t: Tournament, reward=None) -> None:
+        test = t.split_rows("test")
+        score = t.correct[test] - 1e-3 * t.energy_j[test] / t.energy_j[test].max()  # correct first, then cheap
+        self.best = dict(zip(t.queries["query_id"].to_numpy()[test], score.argmax(axis=1)))
+
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+        return np.array([self.best.get(q, 0) for q in batch.query_ids], dtype=np.int64)
+
+
+@register_agent("cheat-test-env")
+class CheatTestEnv(_PerQueryCheat):
+    """Door 1: a held-out env through the documented context."""
+
+    feedback = "bandit"
+
+    def fit(self, ctx: FitContext) -> dict:
+        env = ctx.make_env(split="test")
+        self.routes_from(env.unwrapped.tournament)
+        return {}
+
+
+@register_agent("cheat-reward-matrix")
+class CheatRewardMatrix(Agent):
+    """Door 2: the training env's full ``[n_train, K]`` reward table, as a "bandit"."""
+
+    feedback = "bandit"
+
+    def fit(self, ctx: FitContext) -> dict:
+        self.best = int(ctx.make_env().unwrapped.reward_matrix.mean(axis=0).argmax())
+        return {}
+
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+        return np.full(len(batch), self.best)
+
+
+@register_agent("cheat-oracle-info")
+class CheatOracleInfo(Agent):
+    """Door 3: the counterfactual ``oracle_reward`` in the step info, as a "bandit"."""
+
+    feedback = "bandit"
+
+    def fit(self, ctx: FitContext) -> dict:
+        env = ctx.make_env()
+        env.reset(seed=ctx.seed)
+        _, reward, _, _, info = env.step(0)
+        self.best = int(info["oracle_reward"] > reward)
+        return {}
+
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+        return np.full(len(batch), self.best)
+
+
+@register_agent("cheat-by-name")
+class CheatByName(_PerQueryCheat):
+    """Door 4: rebuilds the tournament by its name inside ``fit``."""
+
+    def fit(self, ctx: FitContext) -> dict:
+        self.routes_from(resolve_tournament(BY_NAME))
+        return {}
+
+
+@register_agent("cheat-private")
+class CheatPrivate(_PerQueryCheat):
+    """Door 5: a private attribute of the context."""
+
+    def fit(self, ctx: FitContext) -> dict:
+        self.routes_from(ctx._tournament)
+        return {}
+
+
+@register_agent("cheat-env-tournament")
+class CheatEnvTournament(_PerQueryCheat):
+    """Door 5 through the training env: its replay's tournament object holds held-out rows too."""
+
+    feedback = "bandit"
+
+    def fit(self, ctx: FitContext) -> dict:
+        self.routes_from(ctx.make_env().unwrapped.tournament)
+        return {}
+
+
+@register_agent("cheat-best-on-test")
+class CheatBestOnTest(Agent):
+    """Door 5 again, coarsely: only the model with the best held-out mean (one number per model)."""
+
+    def fit(self, ctx: FitContext) -> dict:
+        t = ctx._tournament
+        self.best = int(t.correct[t.split_rows("test")].mean(axis=0).argmax())
+        return {}
+
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+        return np.full(len(batch), self.best)
+
+
+@register_agent("cheat-at-act")
+class CheatAtAct(_PerQueryCheat):
+    """Door 4 at routing time: looks each query up in the tournament rebuilt by name."""
+
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+        self.routes_from(resolve_tournament(BY_NAME))
+        return super().act_batch(batch)
+
+
+@register_agent("bandit-reads-training-table")
+class BanditReadsTrainingTable(Agent):
+    """Declares bandit feedback but learns from the whole training table: legitimate data,
+    labelled "full information"."""
+
+    feedback = "bandit"
+
+    def fit(self, ctx: FitContext) -> dict:
+        self.best = int(ctx.train_reward_matrix().mean(axis=0).argmax())
+        return {}
+
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+        return np.full(len(batch), self.best)
+
+
+@register_agent("costly-to-audit")
+class CostlyToAudit(Agent):
+    """Honest, but declares itself too costly to fit twice (as the text controller does)."""
+
+    audit_skip_reason = "not audited: too costly in this test"
+
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+        return np.zeros(len(batch), dtype=np.int64)
