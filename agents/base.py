@@ -392,6 +392,9 @@ class Agent(ABC):
     # Non-empty: compare does not audit this agent (a second fit would cost too much) and its
     # row says "unverified (<reason>)", never "yes".
     audit_skip_reason: ClassVar[str] = ""
+    # False: fit ignores FitContext.reward (it learns from correctness and joules, or from an
+    # objective of its own), so the agent routes the same under every reward; compare marks its rows.
+    trains_on_reward: ClassVar[bool] = True
 
     @property
     def deployable(self) -> bool:

@@ -56,6 +56,7 @@ class FixedModel(Agent):
     name = "fixed"
 
     feedback = "full"
+    trains_on_reward = False  # one model, whatever the reward
 
     def __init__(self, model_id: str | None = None, size: Literal["smallest", "medium", "largest"] | None = None):
         if (model_id is None) == (size is None):
@@ -142,6 +143,7 @@ class RandomRouter(Agent):
     name = "random"
 
     feedback = "full"
+    trains_on_reward = False
 
     def __init__(self, seed: int | None = None):
         self.seed = seed

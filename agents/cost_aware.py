@@ -40,6 +40,7 @@ class CostAwareRouter(Agent):
 
     name = "cost-aware"
     feedback = "full"
+    trains_on_reward = False  # calibrated correctness; joules are priced by its own mu / tau
 
     def __init__(
         self,

@@ -86,14 +86,16 @@ def make_agent(name: str, **kwargs: Any):
     return agent
 
 
-def unknown_agent_error(name: str) -> Exception:
-    """The error for an agent name that is not registered, naming plugins that failed to load."""
-    from routing_gym.errors import RoutingGymError
+# How an agent outside this package becomes known; ends every unknown-agent message.
+IMPORT_HINT = ("An agent from your own module or file needs --import MODULE (or path/to/file.py) on the command line "
+               f"(import it first in Python), or an entry point in the {ENTRY_POINT_GROUP!r} group")
 
+
+def unknown_agent_error(name: str) -> UnknownNameError:
+    """The error for an agent name that is not registered: the closest registered names, how a
+    plugin's agent is imported, and the plugins that failed to load."""
+    hint = IMPORT_HINT
     if BROKEN_PLUGINS:
         broken = "; ".join(f"{plugin}: {why}" for plugin, why in BROKEN_PLUGINS.items())
-        return RoutingGymError(
-            f"unknown agent {name!r}; registered: {', '.join(sorted(AGENTS))}. "
-            f"Plugin(s) of the {ENTRY_POINT_GROUP!r} entry-point group failed to load: {broken}"
-        )
-    return UnknownNameError("agent", name, list(AGENTS))
+        hint += f". Plugin(s) of the {ENTRY_POINT_GROUP!r} entry-point group failed to load: {broken}"
+    return UnknownNameError("agent", name, list(AGENTS), hint=hint)

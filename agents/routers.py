@@ -43,6 +43,7 @@ class _TextRouter(Agent):
     """Full-information router on TF-IDF + SVD features of the question (and benchmark)."""
 
     feedback = "full"
+    trains_on_reward = False  # learns per-model correctness; joules enter through its own cost knob
 
     def __init__(self, features: str = "tfidf-svd", dim: int = 64):
         self.feature_config: dict[str, Any] = {"kind": features, "dim": dim}
@@ -224,6 +225,7 @@ class GreenServ(LinUCB):
     """
 
     name = "greenserv"
+    trains_on_reward = False  # its own greenserv_pool objective (recorded in the fit logs)
     cost_knob = CostKnob("lam", applies="fit", cheaper_when="higher", grid=(0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9))
 
     def __init__(self, lam: float = 0.2, n_clusters: int = 8, alpha: float = 1.0, dim: int = 64, **kwargs: Any):
@@ -285,6 +287,7 @@ class Smoothie(Agent):
 
     name = "smoothie"
     feedback = "full"
+    trains_on_reward = False  # label-free: answer consensus
     privileged = frozenset({"outputs"})
 
     def __init__(self, n_neighbors: int = 20, dim: int = 64):

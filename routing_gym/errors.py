@@ -1,17 +1,37 @@
-"""Exceptions raised by routing-gym; each message says what is wrong and where."""
+"""Exceptions raised by routing-gym; each message says what is wrong and where.
+
+The class of an error decides the ``routing-gym`` exit status (``routing_gym.cli.exit_status``,
+the one rule for every command, written in the README): a ``UsageError`` (something asked for
+on the command line or in a config file cannot work: an unknown name, a value out of range,
+refused reward coefficients) exits 2; every other ``RoutingGymError`` (bad data: a tournament
+or record file that fails validation, a data directory without the files a builder needs)
+exits 1.
+"""
 
 from __future__ import annotations
 
+import difflib
+
 
 class RoutingGymError(Exception):
-    """Base class of every error routing-gym raises on bad input."""
+    """Base class of every error routing-gym raises on bad input (exit status 1: bad data)."""
 
 
-class TournamentValidationError(RoutingGymError, ValueError):
+class UsageError(RoutingGymError):
+    """A setting that cannot work (an unknown id, a count below 1, refused coefficients): exit status 2."""
+
+
+class DataError(RoutingGymError):
+    """Input data (tournament tables, records, a data directory) is wrong or missing: exit status 1."""
+
+
+class TournamentValidationError(DataError, ValueError):
     """A tournament file or table is inconsistent.
 
     ``problems`` lists every problem found as ``(file, row, column, message)`` so that a user
-    can fix them all in one pass instead of one per run.
+    can fix them all in one pass instead of one per run. ``row`` counts data rows from 1 (a
+    JSONL line, a Parquet or in-memory table row; no header), i.e. the 0-based pandas index plus
+    one; the message's first line says so.
     """
 
     def __init__(self, problems: list[tuple[str, int | None, str | None, str]], limit: int = 20):
@@ -19,7 +39,8 @@ class TournamentValidationError(RoutingGymError, ValueError):
         lines = [_format_problem(*p) for p in problems[:limit]]
         if len(problems) > limit:
             lines.append(f"... and {len(problems) - limit} more problems")
-        super().__init__(f"{len(problems)} problem(s) in tournament data:\n  " + "\n  ".join(lines))
+        super().__init__(f"{len(problems)} problem(s) in tournament data (row N = the N-th data row, counted from 1; "
+                         f"pandas index N-1):\n  " + "\n  ".join(lines))
 
 
 def _format_problem(file: str, row: int | None, column: str | None, message: str) -> str:
@@ -31,18 +52,36 @@ def _format_problem(file: str, row: int | None, column: str | None, message: str
     return f"{where}: {message}"
 
 
-class UnknownNameError(RoutingGymError, KeyError):
-    """A name (reward, agent, preset, grader, split) is not registered."""
+def closest_names(name: str, known: list[str], limit: int = 3) -> list[str]:
+    """The registered names most like ``name`` (difflib ratio >= 0.6), keeping only those within
+    0.05 of the best, so a shared prefix ("RoutingGym/...") does not pull in every name."""
+    scored = sorted(((difflib.SequenceMatcher(None, name, k).ratio(), k) for k in known), reverse=True)
+    if not scored or scored[0][0] < 0.6:
+        return []
+    return [k for ratio, k in scored[:limit] if ratio >= scored[0][0] - 0.05]
 
-    def __init__(self, kind: str, name: str, known: list[str]):
+
+class UnknownNameError(UsageError, KeyError):
+    """A name (reward, agent, preset, grader, split) is not registered.
+
+    The message names the closest registered names (``difflib``) before listing them all, and
+    ends with ``hint`` when given (e.g. that a plugin's agent needs ``--import``)."""
+
+    def __init__(self, kind: str, name: str, known: list[str], hint: str = ""):
         self.kind, self.name, self.known = kind, name, sorted(known)
-        super().__init__(f"unknown {kind} {name!r}; registered: {', '.join(self.known) or '(none)'}")
+        close = closest_names(str(name), self.known)
+        listed = ", ".join(self.known) or "(none)"
+        if close:
+            message = f"unknown {kind} {name!r}; did you mean {' or '.join(repr(c) for c in close)}? Registered: {listed}"
+        else:
+            message = f"unknown {kind} {name!r}; registered: {listed}"
+        super().__init__(message + (f". {hint}" if hint else ""))
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return self.args[0]
 
 
-class GateViolationError(RoutingGymError, ValueError):
+class GateViolationError(UsageError, ValueError):
     """Reward coefficients let some correct route score at or below a wrong one."""
 
 
@@ -50,7 +89,7 @@ class InvalidActionError(RoutingGymError, ValueError):
     """An action is not a model index in ``[0, K)``."""
 
 
-class EmptySplitError(RoutingGymError, ValueError):
+class EmptySplitError(UsageError, ValueError):
     """A split or subset selects no queries."""
 
 

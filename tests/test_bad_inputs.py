@@ -195,22 +195,23 @@ CASES: dict[str, Raises | Warns | Grades | Cli | Script] = {
                                         r"workers: .*script\.py calls this from top-level code outside "
                                         r"'if __name__ == \"__main__\":'.*graded 6 of 6"),
     # ------------------------------------------------------------------ CLI (items 8, 11, 12)
-    "cli-env-check-unknown-id": Cli(("env", "check", "--id", "RoutingGym/Nope-v0"), 2,
-                                    r"^routing-gym: error: --id 'RoutingGym/Nope-v0': .*doesn't exist.*RoutingGym/Replay-v0"),
+    "cli-env-check-unknown-id": Cli(("env", "check", "--id", "RoutingGym/Replay-v9"), 2,
+                                    r"^routing-gym env check: error: unknown environment id \(--id\) 'RoutingGym/Replay-v9'; "
+                                    r"did you mean 'RoutingGym/Replay-v0'\?.*RoutingGym/Budget-v0"),
     "cli-env-check-negative-steps": Cli(("env", "check", "--steps", "-1"), 2, r"^routing-gym env check: error: argument --steps: must be >= 1, got -1"),
-    "cli-env-check-bad-kwargs": Cli(("env", "check", "--kwargs", "{"), 2, r"^routing-gym: error: --kwargs is not valid JSON"),
+    "cli-env-check-bad-kwargs": Cli(("env", "check", "--kwargs", "{"), 2, r"^routing-gym env check: error: --kwargs: not valid JSON"),
     "cli-env-check-string-coefficient": Cli(("env", "check", "--tournament", "{tmp}/good", "--kwargs",
-                                             '{"coefficients": {"lambda_e": "0.4"}}'), 1,
-                                            r"^routing-gym: error: reward 'gated_rank': coefficient 'lambda_e' must be a number"),
-    "cli-data-info-0x0": Cli(("data", "info", "{tmp}/empty"), 1, r"(?s)^routing-gym: error: 2 problem.*empty/queries.parquet: has no questions"),
-    "cli-data-info-unknown": Cli(("data", "info", "no-such-tournament"), 1, r"^routing-gym: error: unknown tournament"),
+                                             '{"coefficients": {"lambda_e": "0.4"}}'), 2,
+                                            r"^routing-gym env check: error: reward 'gated_rank': coefficient 'lambda_e' must be a number"),
+    "cli-data-info-0x0": Cli(("data", "info", "{tmp}/empty"), 1, r"(?s)^routing-gym data info: error: 2 problem.*empty/queries.parquet: has no questions"),
+    "cli-data-info-unknown": Cli(("data", "info", "no-such-tournament"), 2, r"^routing-gym data info: error: unknown tournament"),
     "cli-data-validate-yes-no": Cli(("data", "validate", "{tmp}/yes-no"), 1, r"row 2, column 'correct': 'yes' is not a number"),
     "cli-data-split-bad-proportions": Cli(("data", "split", "{tmp}/good", "--out", "{tmp}/x", "--split", "train=x"), 2,
-                                          r"^routing-gym: error: --split 'train=x': expected NAME=WEIGHT pairs"),
+                                          r"^routing-gym data split: error: --split 'train=x': expected NAME=WEIGHT pairs"),
     "cli-unknown-option": Cli(("data", "info", "--nope"), 2, r"^routing-gym: error: unrecognized arguments: --nope"),
     "cli-collect-status-not-a-run": Cli(("collect", "status", "{tmp}"), 1, r"is not a collection run folder"),
-    "cli-collect-run-refused-config": Cli(("collect", "run", "{tmp}/n-too-large.json", "--out", "{tmp}/refused"), 1,
-                                          r"^routing-gym: error: .*benchmark 'arith': n=100000 but it has only 6 questions"),
+    "cli-collect-run-refused-config": Cli(("collect", "run", "{tmp}/n-too-large.json", "--out", "{tmp}/refused"), 2,
+                                          r"^routing-gym collect run: error: .*benchmark 'arith': n=100000 but it has only 6 questions"),
 }
 
 

@@ -51,5 +51,5 @@ def test_env_check_passes(tmp_path, toy):
 
 def test_errors_are_reported_without_tracebacks():
     result = run_cli("data", "info", "no-such-tournament")
-    assert result.returncode == 1
-    assert "routing-gym: error: unknown tournament" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2  # an unknown name is a usage error (README, "Exit status")
+    assert "routing-gym data info: error: unknown tournament" in result.stderr and "Traceback" not in result.stderr

@@ -77,7 +77,8 @@ def test_privileged_agents_declare_and_compare_labels_them_not_deployable():
     from routing_gym.eval.compare import markdown_report
 
     table = markdown_report(result)
-    assert "| oracle | no |" in table and "| smoothie | no |" in table and "| knn | yes |" in table
+    # † marks agents whose training ignores the reward (Agent.trains_on_reward = False)
+    assert "| oracle | no |" in table and "| smoothie † | no |" in table and "| knn † | yes |" in table
 
 
 def test_a_resolved_tournament_is_frozen():

@@ -19,6 +19,6 @@ def test_registered_name_wins_over_a_same_named_folder(tmp_path, monkeypatch):
 
 
 def test_unknown_names_list_the_known_ones():
-    with pytest.raises(UnknownNameError, match="registered: collapse-prone, default, .*paper-pool"):
+    with pytest.raises(UnknownNameError, match=r"did you mean .paper-pool.\? Registered: (.*, )?collapse-prone, default, .*paper-pool"):
         resolve_tournament("paper-pol")
     assert {"default", "paper-pool", "two-model", "zeroeval-math", "llmrouter"} <= set(list_tournaments())

@@ -94,7 +94,25 @@ plots: false
     assert knn.loc["lambda_e=0.1", "accuracy"] == knn.loc["lambda_e=0.3", "accuracy"]
     assert knn.loc["lambda_e=0.1", "mean_reward"] != knn.loc["lambda_e=0.3", "mean_reward"]
     assert captured.err.count(": ok in ") == 8 and "[8/8] toy__gated_rank__lambda_e=0.3: " in captured.err
-    assert "| toy__gated_rank__lambda_e=0.1 | knn |" in captured.out
+    assert "| toy__gated_rank__lambda_e=0.1 | knn † |" in captured.out  # knn does not train on the reward
+    assert "†: not trained on the reward (knn, random;" in captured.out
+
+
+def test_allow_ungated_key_lets_a_sweep_study_coefficients_beyond_the_gate(tmp_path, toy_dir, capsys):
+    body = f"""
+tournaments: [{toy_dir}]
+agents: [random]
+seeds: 1
+rewards: [{{name: gated_rank, coefficients: {{lambda_e: 3.5}}}}]
+bootstrap: 50
+plots: false
+"""
+    assert main(["sweep", str(_write_config(tmp_path, body)), "--out", str(tmp_path / "refused")]) == 2
+    assert "sweep config: allow_ungated: true" in capsys.readouterr().err
+    path = _write_config(tmp_path, body + "allow_ungated: true\n")
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 0
+    table = (tmp_path / "out" / "toy__gated_rank__lambda_e=3.5" / "results.json").read_text()
+    assert '"allow_ungated": true' in table
 
 
 def _cells(out: Path) -> dict[str, int]:

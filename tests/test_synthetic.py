@@ -215,6 +215,6 @@ def test_cli_generate_writes_the_same_tournament(tmp_path, capsys):
     assert "N=200 x K=2" in capsys.readouterr().out
     expected = generate(preset_config("two-model", seed=5, n_queries=200, text_signal=0.8))
     assert_same_tournament(Tournament.load(out), expected)
-    assert main(["data", "generate", "--preset", "nope", "--out", str(tmp_path / "x")]) == 1
-    assert main(["data", "generate", "--text-signal", "2", "--out", str(tmp_path / "x")]) == 1
+    assert main(["data", "generate", "--preset", "nope", "--out", str(tmp_path / "x")]) == 2  # a bad setting
+    assert main(["data", "generate", "--text-signal", "2", "--out", str(tmp_path / "x")]) == 2
     assert "text_signal must be in [0, 1]" in capsys.readouterr().err

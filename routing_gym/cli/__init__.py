@@ -14,16 +14,23 @@ import os
 import sys
 from typing import Any, NoReturn, Sequence
 
-from routing_gym.errors import RoutingGymError
+from routing_gym.errors import RoutingGymError, UsageError
 from routing_gym.tournament import PAPER_SPLIT
 
+# The exit status of every command (README "Exit status"): one rule, applied in `main`.
+OK = 0
+BAD_DATA = 1  # bad input data (validation, missing files), or some run failed (outputs still written)
+USAGE = 2  # the command line or a config file asks for something that cannot work; nothing ran
+INCOMPLETE = 3  # `collect run` stopped with pairs left to retry
 INTERRUPTED = 130  # the shell's status for a command stopped by Ctrl-C (128 + SIGINT)
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of our output went away (`... | head`)
 PAPER_SPLIT_SPEC = ",".join(f"{name}={count}" for name, count in PAPER_SPLIT.items())
 
-
-class UsageError(RoutingGymError):
-    """A command-line value that cannot work (an unknown id, a count below 1): exit status 2."""
+def exit_status(exc: BaseException) -> int:
+    """The exit status for an error that ended a command: ``USAGE`` for a ``UsageError``
+    (unknown names, values out of range, refused coefficients, a malformed config file),
+    ``BAD_DATA`` for any other ``RoutingGymError`` or a missing file."""
+    return USAGE if isinstance(exc, UsageError) else BAD_DATA
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
@@ -41,6 +48,19 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def json_object(text: str, option: str) -> dict:
+    """An option's JSON object (``--agent-kwargs '{"knn": {"k": 20}}'``); anything else is a usage error."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{option}: not valid JSON ({exc}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{option}: expected a JSON object, got {text!r}")
     return value
 
 
@@ -85,6 +105,8 @@ COMMAND_MODULES = (
     "routing_gym.cli.compare",
     "routing_gym.cli.frontier",
     "routing_gym.cli.sweep",
+    "routing_gym.cli.rewards",
+    "routing_gym.cli.collapse",
     "routing_gym.cli.collect",
     "routing_gym.cli.experiments",
 )
@@ -165,22 +187,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = import_user_modules(list(sys.argv[1:] if argv is None else argv))
     except UsageError as exc:
         print(f"routing-gym: error: {exc}", file=sys.stderr)
-        return 2
+        return USAGE
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # argparse exits with USAGE itself
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return USAGE
+    command = " ".join(filter(None, ["routing-gym", args.command, getattr(args, f"{args.command}_command", None)]))
     try:
         status = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit-time flush
         return status
-    except UsageError as exc:
-        print(f"routing-gym: error: {exc}", file=sys.stderr)
-        return 2
     except (RoutingGymError, FileNotFoundError) as exc:
-        print(f"routing-gym: error: {exc}", file=sys.stderr)
-        return 1
+        print(f"{command}: error: {exc}", file=sys.stderr)
+        return exit_status(exc)
     except KeyboardInterrupt:
         print("routing-gym: interrupted", file=sys.stderr)
         return INTERRUPTED

@@ -47,7 +47,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from routing_gym.errors import RoutingGymError
+    from routing_gym.errors import UsageError
     from routing_gym.paths import DATA_DIR_ENV, cache_dir, data_dir
 
     start = time.monotonic()
@@ -80,7 +80,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         from routing_gym.sources.llmrouter import build_llmrouter_tournament
 
         if args.models or args.limit:
-            raise RoutingGymError("--models and --limit apply to zeroeval-math only")
+            raise UsageError("--models and --limit apply to zeroeval-math only")
         tournament, report = build_llmrouter_tournament(root, energy_model=args.energy_model)
     tournament.save(args.out)
     report.save(args.out)

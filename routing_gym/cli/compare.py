@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 
+from routing_gym.cli import json_object
+
 
 def add_commands(cli) -> None:
+    from routing_gym.eval.compare_cells import DEFAULT_AGENTS, DEFAULT_OUTPUT_INFORMED
     from routing_gym.tournament.summary import SUMMARY_LAMBDA_E
 
     p = cli.top.add_parser(
@@ -22,14 +24,19 @@ def add_commands(cli) -> None:
     )
     p.add_argument("--tournament", default="default", help="tournament directory or preset name (default: %(default)s)")
     p.add_argument("--agents", default="default",
-                   help="comma-separated registered agent names; 'default' = the fast Table 2 set "
-                   "(fixed-*, random, oracle, bandits, knn, uniroute, routellm, greenserv; smoothie where the tournament logs answer texts); 'all' = every registered agent; 'default' may be combined, e.g. default,ppo,dqn")
+                   help=f"comma-separated registered agent names; 'default' = the fast Table 2 set "
+                   f"({', '.join(DEFAULT_AGENTS)}; {', '.join(DEFAULT_OUTPUT_INFORMED)} where the tournament logs answer "
+                   "texts); 'all' = every registered agent; 'default' may be combined, e.g. default,ppo,dqn; an agent of "
+                   "your own module needs --import MODULE")
     p.add_argument("--list-agents", action="store_true", help="print the registered agents and exit")
     p.add_argument("--seeds", type=int, default=5, help="seeds per agent, 0..N-1 (default: %(default)s)")
     p.add_argument("--lambda-e", type=float, default=SUMMARY_LAMBDA_E, help="gated_rank energy coefficient (default: %(default)s)")
     p.add_argument("--lambda-t", type=float, default=0.0, help="gated_rank latency coefficient (default: %(default)s)")
     p.add_argument("--lambda-p", type=float, default=0.0, help="gated_rank power coefficient (default: %(default)s)")
     p.add_argument("--reward", default="gated_rank", help="registered reward (default: %(default)s)")
+    p.add_argument("--allow-ungated", action="store_true",
+                   help="accept reward coefficients that break the gate (a correct route could score at or below a "
+                   "wrong one), to study them on purpose; see routing-gym rewards")
     p.add_argument("--coefficients", default=None,
                    help="reward coefficients as JSON, replacing --lambda-*, e.g. '{\"lambda_e\": 0.2}' (needed for rewards other than gated_rank)")
     p.add_argument("--agent-kwargs", default="{}", help="constructor kwargs per agent as JSON, e.g. '{\"knn\": {\"k\": 20}}'")
@@ -77,25 +84,11 @@ def executor_settings(args: argparse.Namespace) -> dict:
     return settings
 
 
-def _json_arg(text: str, option: str) -> dict:
-    from routing_gym.errors import RoutingGymError
-
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RoutingGymError(f"{option}: not valid JSON ({exc}): {text!r}") from None
-    if not isinstance(value, dict):
-        raise RoutingGymError(f"{option}: expected a JSON object, got {text!r}")
-    return value
-
-
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"routing-gym compare: warning: {message}", file=sys.stderr)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from routing_gym.errors import RoutingGymError
-
     if args.list_agents:
         from routing_gym_agents import list_agents
 
@@ -104,18 +97,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("default")
         warnings.showwarning = _one_line_warning
-        try:
-            return _run(args)
-        except (RoutingGymError, FileNotFoundError) as exc:  # bad settings, found before any training
-            print(f"routing-gym compare: error: {exc}", file=sys.stderr)
-            return 2
+        return _run(args)  # errors: routing_gym.cli.exit_status (bad settings 2, bad data 1)
 
 
 def _run(args: argparse.Namespace) -> int:
     from routing_gym.eval.compare import CompareConfig, run_compare, write_outputs
 
     if args.coefficients is not None:
-        coefficients = _json_arg(args.coefficients, "--coefficients")
+        coefficients = json_object(args.coefficients, "--coefficients")
     else:
         coefficients = {"lambda_e": args.lambda_e, "lambda_t": args.lambda_t, "lambda_p": args.lambda_p}
         coefficients = {k: v for k, v in coefficients.items() if v != 0.0}  # state only what is set
@@ -130,8 +119,8 @@ def _run(args: argparse.Namespace) -> int:
     config = CompareConfig(
         tournament=args.tournament, agents=agents, seeds=args.seeds, reward=args.reward, coefficients=coefficients,
         train_split=args.train_split, test_split=args.test_split,
-        agent_kwargs=_json_arg(args.agent_kwargs, "--agent-kwargs"), fixed_models=not args.no_fixed_models,
-        n_bootstrap=args.bootstrap, audit=not args.no_audit, **executor_settings(args),
+        agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"), fixed_models=not args.no_fixed_models,
+        allow_ungated=args.allow_ungated, n_bootstrap=args.bootstrap, audit=not args.no_audit, **executor_settings(args),
     )
     result = run_compare(config, out_dir=args.out)
     paths = write_outputs(result, args.out, plots=not args.no_plots)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 
-from routing_gym.cli import UsageError, positive_int
+from routing_gym.cli import json_object, positive_int
 
 
 def add_commands(cli) -> None:
@@ -26,17 +25,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     import routing_gym  # noqa: F401  (registers the ids)
 
-    try:
-        kwargs = json.loads(args.kwargs)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--kwargs is not valid JSON ({exc.msg} at char {exc.pos}): {args.kwargs!r}") from None
-    if not isinstance(kwargs, dict):
-        raise UsageError(f"--kwargs must be a JSON object of env keyword arguments, got {args.kwargs!r}")
+    kwargs = json_object(args.kwargs, "--kwargs")
     try:
         spec = gym.spec(args.id)
-    except gym.error.Error as exc:
-        known = sorted(i for i in gym.registry if i.startswith("RoutingGym/"))
-        raise UsageError(f"--id {args.id!r}: {str(exc).rstrip('.')}; routing-gym registers {', '.join(known)}") from None
+    except gym.error.Error:
+        from routing_gym.errors import UnknownNameError
+
+        known = [i for i in gym.registry if i.startswith("RoutingGym/")]
+        raise UnknownNameError("environment id (--id)", args.id, known) from None
     if "tournament" in spec.kwargs or args.id == routing_gym.REPLAY_ID:
         kwargs.setdefault("tournament", args.tournament)
     env = gym.make(args.id, **kwargs)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
+
+from routing_gym.cli import json_object
 
 
 def add_commands(cli) -> None:
@@ -43,34 +44,17 @@ def add_commands(cli) -> None:
     p.set_defaults(func=cmd_frontier)
 
 
-def _json_object(text: str, option: str) -> dict:
-    from routing_gym.cli import UsageError
-
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{option}: not valid JSON ({exc}): {text!r}") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{option}: expected a JSON object, got {text!r}")
-    return value
-
-
 def cmd_frontier(args: argparse.Namespace) -> int:
-    from routing_gym.cli import UsageError
-    from routing_gym.errors import RoutingGymError
     from routing_gym.eval.frontier import FrontierConfig, run_frontier, write_frontier_outputs
 
     config = FrontierConfig(
         tournament=args.tournament, agents=[a.strip() for a in args.agents.split(",") if a.strip()],
-        grids=_json_object(args.grid, "--grid"), agent_kwargs=_json_object(args.agent_kwargs, "--agent-kwargs"),
+        grids=json_object(args.grid, "--grid"), agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"),
         seed=args.seed, validation_share=args.validation_share, validation_seed=args.validation_seed,
         coefficients={"lambda_e": args.lambda_e}, train_split=args.train_split, test_split=args.test_split,
         n_bootstrap=args.bootstrap,
     )
-    try:
-        result = run_frontier(config)
-    except RoutingGymError as exc:  # bad settings, found before any training
-        raise UsageError(str(exc)) from None
+    result = run_frontier(config)  # bad settings raise UsageError before any training
     paths = write_frontier_outputs(result, args.out, plots=not args.no_plots)
     print(paths["table.md"].read_text())
     print(f"wrote {', '.join(sorted(p.name for p in paths.values()))} to {args.out} in {result.elapsed_s:.1f} s")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
+
+from routing_gym.errors import UsageError
 
 
 def add_commands(cli) -> None:
@@ -39,8 +40,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             print(f"{name:15s} {config.n_queries} x {len(config.models)}  gym id {PRESET_IDS[name]}  {summary}")
         return 0
     if not args.out:
-        print("routing-gym data generate: error: --out DIR is required (or --list)", file=sys.stderr)
-        return 2
+        raise UsageError("--out DIR is required (or --list)")
     overrides = {
         key: value
         for key, value in (
@@ -54,9 +54,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     }
     try:
         config = preset_config(args.preset, **overrides)
-    except ValueError as exc:  # a knob out of range: say which, exit 1 like other bad input
-        print(f"routing-gym: error: {exc}", file=sys.stderr)
-        return 1
+    except ValueError as exc:  # a knob out of range is a bad setting (exit status 2), named by the message
+        raise UsageError(str(exc)) from None
     start = time.perf_counter()
     tournament = generate(config)
     tournament.save(args.out, format=args.format)

@@ -29,22 +29,18 @@ def add_commands(cli) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from routing_gym.cli.compare import executor_settings
-    from routing_gym.errors import RoutingGymError
     from routing_gym.eval.sweep import load_sweep_config, run_sweep
 
     with warnings.catch_warnings():
         warnings.simplefilter("default")
         warnings.showwarning = lambda message, *rest, **kw: print(f"routing-gym sweep: warning: {message}", file=sys.stderr)
-        try:
-            config = load_sweep_config(args.config)
-            for key, value in executor_settings(args).items():  # the command line wins over the file
-                setattr(config, key, value)
-            if args.no_plots:
-                config.plots = False
-            outcome = run_sweep(config, out=args.out)
-        except (RoutingGymError, FileNotFoundError) as exc:
-            print(f"routing-gym sweep: error: {exc}", file=sys.stderr)
-            return 2
+        # errors: routing_gym.cli.exit_status (a bad config 2, bad data 1)
+        config = load_sweep_config(args.config)
+        for key, value in executor_settings(args).items():  # the command line wins over the file
+            setattr(config, key, value)
+        if args.no_plots:
+            config.plots = False
+        outcome = run_sweep(config, out=args.out)
     out = args.out or config.out
     print((Path(out) / "combined.md").read_text())
     print(f"wrote {len(outcome['folders'])} setting folder(s) and combined.csv, combined.md to {out}")

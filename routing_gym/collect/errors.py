@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from routing_gym.errors import RoutingGymError
+from routing_gym.errors import RoutingGymError, UsageError
 
 
 class CollectError(RoutingGymError):
@@ -10,7 +10,7 @@ class CollectError(RoutingGymError):
     and what was kept."""
 
 
-class ConfigError(CollectError, ValueError):
+class ConfigError(CollectError, UsageError, ValueError):
     """A collection config is invalid; the message names the file and the field."""
 
 

@@ -30,7 +30,7 @@ from routing_gym.envs.rewards import (
     register_reward,
 )
 from routing_gym.envs.routing_env import RoutingEnv, default_config
-from routing_gym.envs.vector_env import RoutingVectorEnv
+from routing_gym.envs.vector_env import RoutingVectorEnv, to_sb3
 from routing_gym.tournament.scoring import BatchResult
 from routing_gym.envs import reward_variants  # noqa: E402,F401  (registers the reward variants)
 
@@ -72,4 +72,5 @@ __all__ = [
     "registered_ids",
     "stream_id",
     "stream_ids",
+    "to_sb3",
 ]

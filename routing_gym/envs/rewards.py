@@ -19,15 +19,16 @@ every agent and ``routing-gym compare``::
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import numbers
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-from routing_gym.errors import GateViolationError, RoutingGymError, UnknownNameError
+from routing_gym.errors import GateViolationError, UnknownNameError, UsageError
 from routing_gym.tournament import Outcomes, Tournament
 
 DEFAULT_INVALID_PENALTY = -2.0
@@ -86,7 +87,8 @@ def register_reward(name: str, gate: Callable[..., str | None] | None = None) ->
 
 def get_reward(name: str) -> RewardEntry:
     if name not in REWARDS:
-        raise UnknownNameError("reward", name, list(REWARDS))
+        raise UnknownNameError("reward", name, list(REWARDS), hint="`routing-gym rewards` describes each; a reward "
+                               "from your own module needs --import MODULE (or path/to/file.py) on the command line")
     return REWARDS[name]
 
 
@@ -168,11 +170,11 @@ class GateWarning(UserWarning):
     on the data it was evaluated on."""
 
 
-class CoefficientTypeError(RoutingGymError, TypeError):
+class CoefficientTypeError(UsageError, TypeError):
     """A reward coefficient is not a number (a string, None, a bool) or not one the reward takes."""
 
 
-class CoefficientValueError(RoutingGymError, ValueError):
+class CoefficientValueError(UsageError, ValueError):
     """A reward coefficient is NaN or infinite, or out of the range the reward accepts."""
 
 
@@ -218,7 +220,8 @@ class Reward:
             why = entry.gate(**self.coefficients)
             if why:
                 raise GateViolationError(
-                    f"reward {self.name!r} with {self.coefficients}: {why}. Pass allow_ungated=True to study it anyway."
+                    f"reward {self.name!r} with {self.coefficients}: {why}. To study it anyway pass allow_ungated=True "
+                    "(command line: --allow-ungated; sweep config: allow_ungated: true)"
                 )
 
     @property
@@ -250,7 +253,7 @@ class Reward:
             f"{len(total)} queries some correct route scores at or below a wrong one (first: row {row} of the scored "
             f"queries, "
             f"a correct route earns {worst_correct:g}, a wrong one {best_wrong:g}). Lower the coefficients, or "
-            f"pass allow_ungated=True to study it anyway.",
+            f"pass allow_ungated=True (--allow-ungated) to study it anyway.",
             GateWarning,
             stacklevel=3,
         )
@@ -269,6 +272,46 @@ def check_gate_on_data(reward_matrix: np.ndarray, correct: np.ndarray) -> np.nda
     correct_min = np.where(correct >= 1.0, reward_matrix, np.inf).min(axis=1)
     wrong_max = np.where(correct <= 0.0, reward_matrix, -np.inf).max(axis=1)
     return np.flatnonzero(correct_min <= wrong_max)
+
+
+def data_gate_note(reward: Reward, tournament: Tournament) -> str | None:
+    """For a reward without an analytical gate: one sentence saying on how many of the
+    tournament's queries (all splits) some correct route scores at or below a wrong one, or
+    None when the gate holds (or ``allow_ungated`` was asked for). ``compare`` records it in
+    its notes and warns once per (reward, tournament) instead of once per env it builds."""
+    if reward.entry.gate is not None or reward.allow_ungated:
+        return None
+    silent = Reward(reward.name, dict(reward.coefficients), reward.invalid_penalty, allow_ungated=True)
+    broken = check_gate_on_data(silent.matrix(tournament), tournament.correct)
+    if not broken.size:
+        return None
+    return (f"{reward.describe()} has no analytical gate and breaks it on {tournament.card.name}: in {broken.size} of "
+            f"{tournament.n_queries} queries some correct route scores at or below a wrong one (lower the coefficients, "
+            "or pass --allow-ungated to state that this is intended)")
+
+
+@contextlib.contextmanager
+def gate_reported() -> Iterator[None]:
+    """Silence ``GateWarning`` inside: the caller has checked the gate on the whole tournament
+    and reported it once (``data_gate_note``), so each env, cell and table it builds stays quiet."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GateWarning)
+        yield
+
+
+def gate_status(entry: RewardEntry) -> str:
+    """How a reward's gate is checked, and whether its default coefficients pass it."""
+    if entry.gate is None:
+        return "none: checked on the data (GateWarning)"
+    return "analytical" + ("" if entry.gate(**entry.defaults) is None else "; the defaults break it (allow_ungated)")
+
+
+def reward_catalog() -> list[dict[str, Any]]:
+    """Every registered reward (``routing-gym rewards``): name, coefficients with their
+    defaults, gate status and the first line of its docstring."""
+    return [{"name": name, "coefficients": dict(entry.defaults), "gate": gate_status(entry),
+             "meaning": (entry.doc.splitlines() or [""])[0].replace("``", "")}
+            for name, entry in sorted(REWARDS.items())]
 
 
 TIE_BREAKS = ("auto", "largest", "cheapest", "first")

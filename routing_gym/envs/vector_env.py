@@ -36,6 +36,10 @@ questions. It is the ``vector_entry_point`` of every RoutingGym id, so
   never changes it), so no ``final_obs`` is repeated; model ids are ``tournament.model_ids[action]``
   (an object array per step would cost more than the rest of the step).
 
+- **Held-out evaluation.** ``observations()`` is the whole split in order, as these envs show
+  it (an ``ObservationBatch``, or the feature matrix), and ``evaluate(actions)`` scores one
+  action per query with the one scorer, as ``RoutingEnv.evaluate``.
+
 ``per_env_infos`` turns such infos into one dict per env (the ended episode's where one
 ended); ``to_sb3`` wraps any same-step vector env as a Stable-Baselines3 ``VecEnv``.
 """
@@ -53,7 +57,7 @@ from routing_gym.envs.replay import BanditView, QuerySampler, ReplayCore, Routin
 from routing_gym.envs.rewards import Reward
 from routing_gym.envs.wrappers import BoxFeatures, tournament_featurizer
 from routing_gym.errors import InvalidActionError, RoutingGymError
-from routing_gym.tournament.scoring import INVALID, action_index, coerce_actions
+from routing_gym.tournament.scoring import INVALID, BatchResult, ScoringTable, action_index, coerce_actions
 from routing_gym.tournament import Tournament
 
 OBSERVATIONS = ("dict", "features")
@@ -166,6 +170,7 @@ class RoutingVectorEnv(BanditView, VectorEnv):
         self._route = np.empty(b, dtype=np.int64)
         self._cell = np.empty(b, dtype=np.int64)
         self._positions: np.ndarray | None = None
+        self._scoring: ScoringTable | None = None
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -209,6 +214,23 @@ class RoutingVectorEnv(BanditView, VectorEnv):
         infos["final_info"] = self._with_masks(final_info)
         infos["_final_info"] = self._all
         return self._observe(self._positions), rewards, self._terminated, self._truncated, infos
+
+    # ------------------------------------------------------------------ held-out evaluation
+    def observations(self) -> Any:
+        """Every query of the split in split order, as these envs show one: an
+        ``ObservationBatch`` (``observation="dict"``, for ``Agent.act_batch``) or the ``[n, D]``
+        feature matrix (``"features"``, for an SB3 policy's ``predict``)."""
+        if self._features is not None:
+            return self._features
+        return self.core.observations(self.config.include_difficulty)
+
+    def evaluate(self, actions: Any) -> BatchResult:
+        """Score one action per query of the split (split order, as ``observations()``) with the
+        one scorer (``routing_gym.tournament.scoring``), as ``RoutingEnv.evaluate`` does; invalid
+        actions earn ``invalid_penalty``, count as wrong and cost nothing."""
+        if self._scoring is None:  # stacked on first use: training never needs it
+            self._scoring = ScoringTable(self.reward_matrix, self.core.outcomes, self.reward.invalid_penalty)
+        return self._scoring.score(actions)
 
     def render(self) -> None:
         raise NotImplementedError(

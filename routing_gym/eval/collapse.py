@@ -432,7 +432,10 @@ def plot_selection_shares(
     n = len(runs)
     ncols = max(1, min(ncols, n))
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 2.9 * nrows), squeeze=False, sharey=True)
+    # At least ~6.4 x 3.8 in per panel at 110 dpi (a single tracker's plot is 700 x 420 px, not a thumbnail);
+    # constrained layout keeps titles, labels and the legend strip inside the figure without overlap.
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(6.4, 4.6 * ncols), 3.4 * nrows + 0.8), squeeze=False,
+                             sharey=True, layout="constrained")
     model_order: list[str] = []
     for ax, (title, run) in zip(axes.flat, runs.items()):
         frame = run.to_frame() if isinstance(run, CollapseTracker) else run
@@ -452,24 +455,25 @@ def plot_selection_shares(
             ax.axhline(th, color="black", linestyle="--", linewidth=0.8)
         if isinstance(run, CollapseTracker) and run.collapse_step is not None:
             ax.axvline(run.collapse_step + 1, color="black", linestyle=":", linewidth=1.2)
-        ax.set_title(title, fontsize=8)
+        ax.set_title(title, fontsize=9)
         ax.set_ylim(0, 1)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(labelsize=8)
     for ax in axes.flat[n:]:
         ax.axis("off")
     for ax in axes[:, 0]:
-        ax.set_ylabel("selection share", fontsize=8)
+        ax.set_ylabel("selection share", fontsize=9)
     for ax in axes[-1, :]:
-        ax.set_xlabel("decisions", fontsize=8)
+        ax.set_xlabel("decisions", fontsize=9)
     handles, labels = axes.flat[0].get_legend_handles_labels()
     seen = dict(zip(labels, handles))
     for ax in axes.flat[1:n]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(lab, h)
-    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=min(len(seen), 9), fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.4 / fig.get_figheight(), 1, 1))  # ~0.4 inch strip for the legend
+    # "outside lower center": constrained layout reserves a strip for it, so nothing is clipped.
+    fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(len(seen), 5), fontsize=8,
+               frameon=False)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

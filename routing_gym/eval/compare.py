@@ -32,6 +32,7 @@ from typing import Sequence
 import numpy as np
 
 from routing_gym.envs import Reward
+from routing_gym.envs.rewards import GateWarning, data_gate_note, gate_reported
 from routing_gym.errors import RoutingGymError
 from routing_gym.eval.compare_cells import (
     CELLS_DIR,
@@ -106,21 +107,27 @@ class CompareJob:
         t = resolve_tournament(config.tournament)
         names = resolve_agent_names(config.agents, has_output_text=t.output_text is not None)
         check_agent_kwargs(config.agent_kwargs, names)
-        self.reward = reward = Reward(config.reward, dict(config.coefficients), config.invalid_penalty)
+        self.reward = reward = Reward(config.reward, dict(config.coefficients), config.invalid_penalty,
+                                      allow_ungated=config.allow_ungated)
         t.split_rows(config.train_split)  # fail early, naming the splits, before any agent trains
         self.notes = []
         if config.train_split == config.test_split:
             self.notes.append(f"trained and tested on the same split {config.test_split!r}: every number is in-sample")
             warnings.warn(self.notes[-1], stacklevel=3)
+        gate = data_gate_note(reward, t)  # once per (reward, tournament); the cells stay quiet
+        if gate:
+            self.notes.append(gate)
+            warnings.warn(gate, GateWarning, stacklevel=3)
         self.tournament = t
-        env = scoring_env(t, config.test_split, reward)
-        self.test_rows = env.rows
-        self.fixed_runs: list[RunRecord] = []
-        if config.fixed_models:
-            scorer = Scorer(t, env, reward)
-            for k, model_id in enumerate(t.model_ids):
-                self.fixed_runs.append(scorer.record(f"{FIXED_PREFIX}{model_id}", None, "fixed-model",
-                                                     np.full(len(env.rows), k), fit_s=math.nan, act_s=math.nan))
+        with gate_reported():
+            env = scoring_env(t, config.test_split, reward)
+            self.test_rows = env.rows
+            self.fixed_runs: list[RunRecord] = []
+            if config.fixed_models:
+                scorer = Scorer(t, env, reward)
+                for k, model_id in enumerate(t.model_ids):
+                    self.fixed_runs.append(scorer.record(f"{FIXED_PREFIX}{model_id}", None, "fixed-model",
+                                                         np.full(len(env.rows), k), fit_s=math.nan, act_s=math.nan))
         self.cells = [(name, seed) for name in names for seed in seeds]
         self.settings = {name: CellSettings(reward, config.train_split, config.test_split,
                                             dict(config.agent_kwargs.get(name, {})), tuple(config.imports), config.audit)
@@ -157,7 +164,8 @@ class CompareJob:
         if missing:
             raise RoutingGymError(f"{len(missing)} cell(s) have no result yet, e.g. {missing[0]}")
         runs = self.fixed_runs + [self.records[cell] for cell in self.cells]  # table order, whatever ran first
-        result = aggregate(self.config, self.tournament, self.reward, self.test_rows, runs)
+        with gate_reported():
+            result = aggregate(self.config, self.tournament, self.reward, self.test_rows, runs)
         result.warnings = list(self.notes)
         result.elapsed_s = time.perf_counter() - self.start
         return result

@@ -41,8 +41,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from routing_gym.envs import ObservationBatch, Reward, RoutingEnv
-from routing_gym.envs.rewards import DEFAULT_COEFFICIENTS, DEFAULT_INVALID_PENALTY
-from routing_gym.errors import RoutingGymError, UnknownNameError
+from routing_gym.envs.rewards import DEFAULT_COEFFICIENTS, DEFAULT_INVALID_PENALTY, gate_reported
+from routing_gym.errors import RoutingGymError, UsageError
 from routing_gym.eval import audit
 from routing_gym.eval.collapse import CollapseTracker
 from routing_gym.eval.executors import DEFAULT_MAX_RETRIES
@@ -88,6 +88,7 @@ class CompareConfig:
     reward: str = "gated_rank"
     coefficients: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_COEFFICIENTS))
     invalid_penalty: float = DEFAULT_INVALID_PENALTY
+    allow_ungated: bool = False  # study coefficients that break the reward's gate (--allow-ungated)
     train_split: str = "train"
     test_split: str = "test"
     agent_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> constructor kwargs
@@ -109,27 +110,27 @@ class CompareConfig:
     def seed_list(self) -> list[int]:
         if isinstance(self.seeds, int):
             if self.seeds < 1:
-                raise RoutingGymError(f"seeds (--seeds) must be >= 1, got {self.seeds}")
+                raise UsageError(f"seeds (--seeds) must be >= 1, got {self.seeds}")
             return list(range(self.seeds))
         seeds = [int(s) for s in self.seeds]
         if not seeds:
-            raise RoutingGymError("seeds is empty")
+            raise UsageError("seeds is empty")
         return seeds
 
     def check(self) -> None:
         """Settings that need no tournament; raises ``RoutingGymError`` naming the option."""
         self.seed_list
         if self.n_bootstrap < MIN_BOOTSTRAP:
-            raise RoutingGymError(f"n_bootstrap (--bootstrap) must be >= {MIN_BOOTSTRAP}, got {self.n_bootstrap}")
+            raise UsageError(f"n_bootstrap (--bootstrap) must be >= {MIN_BOOTSTRAP}, got {self.n_bootstrap}")
         if not 0 < self.confidence < 1:
-            raise RoutingGymError(f"confidence must be in (0, 1), got {self.confidence}")
+            raise UsageError(f"confidence must be in (0, 1), got {self.confidence}")
         if self.workers is not None and self.workers < 1:
-            raise RoutingGymError(f"workers (--workers) must be >= 1, got {self.workers}")
+            raise UsageError(f"workers (--workers) must be >= 1, got {self.workers}")
         if self.max_retries < 0:
-            raise RoutingGymError(f"max_retries (--max-retries) must be >= 0, got {self.max_retries}")
+            raise UsageError(f"max_retries (--max-retries) must be >= 0, got {self.max_retries}")
         for name, kwargs in self.agent_kwargs.items():
             if not isinstance(kwargs, dict):
-                raise RoutingGymError(f"agent_kwargs (--agent-kwargs) for {name!r}: expected an object of keyword "
+                raise UsageError(f"agent_kwargs (--agent-kwargs) for {name!r}: expected an object of keyword "
                                       f"arguments, got {kwargs!r}")
 
 
@@ -189,16 +190,18 @@ def resolve_agent_names(agents: Sequence[str] | None, has_output_text: bool = Fa
     defaults = [a for a in DEFAULT_AGENTS + (DEFAULT_OUTPUT_INFORMED if has_output_text else ()) if a in registered]
     if agents is None:
         if not defaults:
-            raise RoutingGymError(f"none of the default agents is registered; registered: {', '.join(registered) or '(none)'}")
+            raise UsageError(f"none of the default agents is registered; registered: {', '.join(registered) or '(none)'}")
         return defaults
     # "default" inside a list expands to the default set, e.g. "default,ppo,dqn".
     expanded = [d for a in agents for d in (defaults if a.strip() == "default" else [a.strip()])]
     names = list(dict.fromkeys(a for a in expanded if a))
     for name in names:
         if name not in registered:
-            raise UnknownNameError("agent", name, registered)
+            from routing_gym_agents.registry import unknown_agent_error
+
+            raise unknown_agent_error(name)  # the closest names and the --import hint
     if not names:
-        raise RoutingGymError("no agents given")
+        raise UsageError("no agents given")
     return names
 
 
@@ -222,14 +225,16 @@ def run_cell(t: Tournament, settings: CellSettings, name: str, seed: int) -> Run
     for module in settings.imports:
         import_user_module(module)
     reward = settings.reward
-    env = scoring_env(t, settings.test_split, reward)
-    return _run_agent(name, seed, settings, t, Scorer(t, env, reward))
+    with gate_reported():  # CompareJob checked the gate on the whole tournament and reported it once
+        env = scoring_env(t, settings.test_split, reward)
+        return _run_agent(name, seed, settings, t, Scorer(t, env, reward))
 
 
 def scoring_env(t: Tournament, split: str, reward: Reward) -> RoutingEnv:
     return RoutingEnv(
         tournament=t, split=split, reward=reward.name, coefficients=reward.coefficients,
-        invalid_penalty=reward.invalid_penalty, invalid_action="penalize", order="sequential",
+        invalid_penalty=reward.invalid_penalty, allow_ungated=reward.allow_ungated, invalid_action="penalize",
+        order="sequential",
     )
 
 
@@ -336,13 +341,13 @@ def check_agent_kwargs(agent_kwargs: dict[str, dict[str, Any]], names: Sequence[
 
     unknown = set(agent_kwargs) - set(names)
     if unknown:
-        raise RoutingGymError(f"agent_kwargs given for agents not in the run: {sorted(unknown)}")
+        raise UsageError(f"agent_kwargs given for agents not in the run: {sorted(unknown)}")
     for name, kwargs in agent_kwargs.items():
         try:
             make_agent(name, **kwargs)
         except (TypeError, ValueError, RoutingGymError) as exc:
             cls = AGENTS[name][0]
-            raise RoutingGymError(f"agent_kwargs (--agent-kwargs) for {name!r}: {exc}; {cls.__name__} accepts: "
+            raise UsageError(f"agent_kwargs (--agent-kwargs) for {name!r}: {exc}; {cls.__name__} accepts: "
                                   f"{', '.join(_constructor_keywords(cls)) or '(no arguments)'}") from None
 
 

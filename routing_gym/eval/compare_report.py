@@ -18,6 +18,7 @@ from routing_gym.eval.compare_cells import RunRecord
 from routing_gym.eval.compare_stats import CompareResult
 from routing_gym.eval.jsonsafe import strict_json
 from routing_gym.eval.robustness import markdown_lines
+from routing_gym.eval.reward_use import REWARD_FREE_MARK, reward_free_methods, reward_free_note
 
 
 _CURVE_POINTS = 200  # regret curves are stored in results.json downsampled to this many points
@@ -35,7 +36,8 @@ def write_outputs(result: CompareResult, out_dir: str | Path, plots: bool = True
     per_seed = []
     for r in result.runs:
         entry = {"method": r.method, "seed": r.seed, "kind": r.kind, "status": r.status, "fit_s": r.fit_s,
-                 "act_ms_per_query": r.act_ms_per_query, "error": r.error}
+                 "act_ms_per_query": r.act_ms_per_query, "audit_s": r.audit.get("seconds") if r.audit else None,
+                 "error": r.error}
         if r.metrics is not None:
             entry.update(r.metrics.scalars())
             entry.update({f"share_{m}": v for m, v in r.metrics.selection.items()})
@@ -103,8 +105,10 @@ def markdown_report(result: CompareResult) -> str:
         "| " + " | ".join(header) + " |",
         "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
     ]
+    reward_free = reward_free_methods(r["method"] for r in result.rows)
     for r in result.rows:
-        name = r["method"] + ("" if r["kind"] == "fixed-model" or r["seeds_failed"] == 0 else f" ({r['seeds_ok']}/{r['seeds_ok'] + r['seeds_failed']} seeds)")
+        name = r["method"] + (REWARD_FREE_MARK if r["method"] in reward_free else "")
+        name += ("" if r["kind"] == "fixed-model" or r["seeds_failed"] == 0 else f" ({r['seeds_ok']}/{r['seeds_ok'] + r['seeds_failed']} seeds)")
         deployable = r.get("deployable_label", "yes" if r["deployable"] else "no")
         feedback = r.get("training_feedback") or "—"
         if not r["seeds_ok"]:
@@ -137,6 +141,8 @@ def markdown_report(result: CompareResult) -> str:
         f"information' (every model's outcome on the training queries: legitimate training data, declared or read).",
         "",
     ]
+    free_note = reward_free_note(reward_free)
+    lines += [free_note, ""] if free_note else []
     lines += [f"**Warning: {w}.**" for w in result.warnings] + ([""] if result.warnings else [])
     lines += _markdown_hull(result)
     lines += _markdown_task_hull(result)
@@ -230,16 +236,14 @@ def _duplicates_note(settings: dict[str, Any]) -> str:
 
 
 def _audit_note(result: CompareResult) -> str:
-    """What the audit did and what it cost (the second fit + act of every audited cell)."""
+    """What the audit did; its cost per cell (seconds, machine-dependent) is ``audit_s`` in
+    per_seed.csv, so that table.md stays the same on every executor and machine."""
     if not result.config.audit:
         return "the audit was off (--no-audit): no row is verified, so none says 'yes'"
-    runs = [r for r in result.runs if r.audit and r.audit["status"] in (audit.PASSED, audit.FAILED)]
-    seconds = sum(r.audit["seconds"] for r in runs)
-    first = sum(r.fit_s + r.act_s for r in runs)
     return (f"'yes' only after the audit: each agent fit and run again on a copy whose held-out outcomes are "
             f"replaced (permuted across held-out queries, shifted one model along), any changed action gives "
-            f"'{audit.FAILED_LABEL}'; it cost {seconds:.1f} s over {len(runs)} cells "
-            f"(the first fit + act: {first:.1f} s)")
+            f"'{audit.FAILED_LABEL}'; its cost per cell (the second fit + act) is `audit_s` in per_seed.csv, next "
+            f"to `fit_s`")
 
 
 def _markdown_benchmarks(result: CompareResult) -> list[str]:

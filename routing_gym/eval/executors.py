@@ -38,7 +38,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from routing_gym.errors import RoutingGymError
+from routing_gym.errors import RoutingGymError, UsageError
 
 EXECUTORS = ("local", "process", "ray")
 DEFAULT_MAX_RETRIES = 2
@@ -71,7 +71,7 @@ class Lost:
 
 def check_executor(name: str) -> str:
     if name not in EXECUTORS:
-        raise RoutingGymError(f"executor (--executor) must be one of {', '.join(EXECUTORS)}, got {name!r}")
+        raise UsageError(f"executor (--executor) must be one of {', '.join(EXECUTORS)}, got {name!r}")
     return name
 
 
@@ -88,7 +88,7 @@ def run_tasks(
     """Run every task and yield ``(task, value or Lost)`` as each finishes."""
     check_executor(executor)
     if max_retries < 0:
-        raise RoutingGymError(f"max_retries must be >= 0, got {max_retries}")
+        raise UsageError(f"max_retries must be >= 0, got {max_retries}")
     missing = sorted({t.group for t in tasks} - set(payloads))
     if missing:
         raise RoutingGymError(f"tasks read payload(s) {missing} that were not given")
@@ -240,8 +240,9 @@ def ray_module() -> Any:
     return ray
 
 
-class RayConnectionError(RoutingGymError):
-    """No Ray head answers at an address, or it refuses this driver (a missing or wrong token)."""
+class RayConnectionError(UsageError):
+    """No Ray head answers at an address, or it refuses this driver (a missing or wrong token):
+    a setting that cannot work, exit status 2."""
 
 
 def running_local_ray() -> str | None:

@@ -46,7 +46,7 @@ import pandas as pd
 
 from routing_gym.envs import ObservationBatch, Reward
 from routing_gym.envs.rewards import DEFAULT_INVALID_PENALTY
-from routing_gym.errors import RoutingGymError
+from routing_gym.errors import RoutingGymError, UsageError
 from routing_gym.eval.jsonsafe import strict_json
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.pareto import pareto_front
@@ -99,9 +99,9 @@ def check_grid(values: Sequence[float], where: str) -> tuple[float, ...]:
     try:
         grid = tuple(float(v) for v in values)
     except (TypeError, ValueError):
-        raise RoutingGymError(f"{where}: expected a list of numbers, got {values!r}") from None
+        raise UsageError(f"{where}: expected a list of numbers, got {values!r}") from None
     if not grid or not all(math.isfinite(v) for v in grid) or len(set(grid)) != len(grid):
-        raise RoutingGymError(f"{where}: expected distinct finite numbers (at least one), got {list(values)!r}")
+        raise UsageError(f"{where}: expected distinct finite numbers (at least one), got {list(values)!r}")
     return grid
 
 
@@ -111,11 +111,11 @@ def carve_validation(t: Tournament, train_split: str = "train", share: float = 0
     ``<train>:validation`` (``share`` of each benchmark's training rows, seeded, rounded to
     the nearest row); every other row keeps its split, so test rows are never touched."""
     if not 0 < share < 1:
-        raise RoutingGymError(f"validation share (--validation-share) must be in (0, 1), got {share}")
+        raise UsageError(f"validation share (--validation-share) must be in (0, 1), got {share}")
     fit_name, validation_name = f"{train_split}:fit", f"{train_split}:validation"
     taken = {fit_name, validation_name} & set(t.splits)
     if taken:
-        raise RoutingGymError(f"{t.card.name}: split name(s) {sorted(taken)} already exist; cannot carve a validation part")
+        raise UsageError(f"{t.card.name}: split name(s) {sorted(taken)} already exist; cannot carve a validation part")
     train_rows = t.split_rows(train_split)
     split = t.queries["split"].to_numpy(dtype=object).copy()
     benchmarks = t.queries["benchmark"].to_numpy()
@@ -128,7 +128,7 @@ def carve_validation(t: Tournament, train_split: str = "train", share: float = 0
         split[rows[n_val:]] = fit_name
     for name in (fit_name, validation_name):
         if not (split == name).any():
-            raise RoutingGymError(f"{t.card.name}: a validation share of {share} leaves split {name!r} empty "
+            raise UsageError(f"{t.card.name}: a validation share of {share} leaves split {name!r} empty "
                                   f"({len(train_rows)} training rows)")
     queries = t.queries.copy()
     queries["split"] = split.astype(str)
@@ -161,14 +161,14 @@ class FrontierConfig:
 
     def check(self) -> None:
         if self.n_bootstrap < MIN_BOOTSTRAP:
-            raise RoutingGymError(f"n_bootstrap (--bootstrap) must be >= {MIN_BOOTSTRAP}, got {self.n_bootstrap}")
+            raise UsageError(f"n_bootstrap (--bootstrap) must be >= {MIN_BOOTSTRAP}, got {self.n_bootstrap}")
         if not 0 < self.confidence < 1:
-            raise RoutingGymError(f"confidence must be in (0, 1), got {self.confidence}")
+            raise UsageError(f"confidence must be in (0, 1), got {self.confidence}")
         if not self.agents:
-            raise RoutingGymError("no agents given")
+            raise UsageError("no agents given")
         unknown = (set(self.grids) | set(self.agent_kwargs)) - set(self.agents)
         if unknown:
-            raise RoutingGymError(f"--grid / --agent-kwargs name agents not in the run: {sorted(unknown)}")
+            raise UsageError(f"--grid / --agent-kwargs name agents not in the run: {sorted(unknown)}")
 
 
 @dataclass
@@ -257,7 +257,7 @@ def agent_knob(agent: Any) -> CostKnob:
     """The agent's ``cost_knob``; a clear error for an agent without one."""
     knob = getattr(agent, "cost_knob", None)
     if not isinstance(knob, CostKnob):
-        raise RoutingGymError(
+        raise UsageError(
             f"agent {agent.name!r} exposes no cost knob: declare `cost_knob = CostKnob(parameter, applies, cheaper_when, "
             "grid)` (routing_gym.eval.frontier) on the agent to draw its curve"
         )
@@ -278,21 +278,21 @@ def _plan_agent(name: str, config: FrontierConfig) -> tuple[CostKnob, tuple[floa
             else:
                 make_agent(name, **{**kwargs, knob.parameter: value})
     except (TypeError, ValueError) as exc:
-        raise RoutingGymError(f"agent {name!r}: {exc}") from None
+        raise UsageError(f"agent {name!r}: {exc}") from None
     return knob, grid
 
 
 def run_frontier(config: FrontierConfig) -> FrontierResult:
     """Sweep every agent's knob, choose points on validation, report them on test."""
     from routing_gym.sources import resolve_tournament
-    from routing_gym_agents.registry import list_agents
+    from routing_gym_agents.registry import list_agents, unknown_agent_error
 
     start = time.perf_counter()
     config.check()
     registered = list_agents()
     for name in config.agents:
         if name not in registered:
-            raise RoutingGymError(f"unknown agent {name!r}; registered: {', '.join(registered)}")
+            raise unknown_agent_error(name)
     plans = {name: _plan_agent(name, config) for name in config.agents}
     t = carve_validation(resolve_tournament(config.tournament), config.train_split, config.validation_share,
                          config.validation_seed)
@@ -593,6 +593,42 @@ def markdown_report(result: FrontierResult) -> str:
     return "\n".join(lines)
 
 
+# Where a knob value's label may sit around its point (points): the first free one is used.
+_KNOB_LABEL_OFFSETS = ((4, 3), (4, -10), (-4, 3), (-4, -10), (4, 12), (-4, 12), (4, -19), (-4, -19))
+
+
+def label_knob_values(ax: Any, labels: Sequence[tuple[float, float, str, Any]],
+                      points: Sequence[tuple[float, float]] = ()) -> list[Any]:
+    """Write each ``(x, y, text, colour)`` knob value beside its point at the first offset whose
+    text box overlaps no label placed before and no marker of ``points``; a label with no free
+    offset is left out (crowded points near one joule value overlapped; every value is in
+    ``points.csv`` and ``table.md``). Call after the axes' scale is set. Returns the labels drawn."""
+    ax.autoscale_view()
+    renderer = ax.figure.canvas.get_renderer()
+    pad = 3.0 * ax.figure.dpi / 72  # a marker's half-size, in pixels
+    taken = []
+    for x, y in [*points, *((lx, ly) for lx, ly, _, _ in labels)]:
+        px, py = ax.transData.transform((x, y))
+        taken.append((px - pad, py - pad, px + pad, py + pad))
+    drawn = []
+    for x, y, text, colour in labels:
+        for dx, dy in _KNOB_LABEL_OFFSETS:
+            note = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=7, color=colour,
+                               ha="left" if dx >= 0 else "right", va="bottom")
+            box = note.get_window_extent(renderer)
+            corners = (box.x0, box.y0, box.x1, box.y1)
+            if not any(_boxes_overlap(corners, other) for other in taken):
+                taken.append(corners)
+                drawn.append(note)
+                break
+            note.remove()
+    return drawn
+
+
+def _boxes_overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
 def _markdown_content_verdicts(result: FrontierResult) -> list[str]:
     """In words: which curves route beyond the benchmark label, which only by it."""
     conf = f"{result.config.confidence:.0%}"
@@ -635,6 +671,7 @@ def plot_frontier(result: FrontierResult, path: str | Path) -> Path:
     draw_task_hull(ax, result.task_hull)
     drawn = [c for c in result.curves if not c.error and c.selected]
     points = [(f["mean_energy_j"], 100 * f["accuracy"]) for f in fixed]
+    knob_labels: list[tuple[float, float, str, Any]] = []
     points += [(r["test_energy_j"], 100 * r["test_accuracy"]) for r in result.task_hull["routes"]]
     for colour, c in zip(distinct_colours(len(drawn)), drawn):
         sel = c.selected
@@ -642,13 +679,13 @@ def plot_frontier(result: FrontierResult, path: str | Path) -> Path:
         gain = c.summary.get("mean_gain_pp", math.nan)
         label = f"{c.agent} ({c.knob.parameter}; mean gain {gain:+.2f} pp)" if math.isfinite(gain) else f"{c.agent} ({c.knob.parameter})"
         ax.plot(x, y, marker="o", color=colour, linewidth=1.5, markersize=5, zorder=3, label=label)
-        for p, xi, yi in zip(sel, x, y):
-            ax.annotate(f"{p.value:g}", (xi, yi), textcoords="offset points", xytext=(3, 3), fontsize=6, color=colour)
+        knob_labels += [(xi, yi, f"{p.value:g}", colour) for p, xi, yi in zip(sel, x, y)]
         points += list(zip(x, y))
     joules = [p[0] for p in points]
     if min(joules) > 0 and max(joules) / min(joules) > 20:
         ax.set_xscale("log")  # fixed models span orders of magnitude in joules
         ax.set_xlim(min(joules) / 1.4, max(joules) * 1.4)  # room for the outermost labels
+    label_knob_values(ax, knob_labels, points)
     s = result.settings()
     ax.set_xlabel(f"mean answer energy per test query (J, {s['tournament']['provenance']})")
     ax.set_ylabel("accuracy on test queries (%)")

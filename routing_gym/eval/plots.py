@@ -257,7 +257,10 @@ def plot_regret(result: ComparisonView, path: str | Path) -> Path:
         step.axhline(per_step, color="0.4", linestyle="--")
         step.set_title(f"regret per decision, trailing mean over {first['window']} decisions", fontsize=10)
     cum.set_title(f"{result.tournament.card.name}: cumulative online regret on the training split", fontsize=10)
-    cum.set_ylabel(f"regret ({result.reward.describe()})")
+    cum.set_ylabel("cumulative regret")
+    # Say what regret is measured against: the per-query oracle under the same reward.
+    fig.suptitle(f"regret of a decision = reward of the query's best route (the oracle) - reward obtained, "
+                 f"both under {result.reward.describe()}", fontsize=9)
     for ax in (cum, step):
         ax.set_xlabel("online training decision")
         ax.grid(True, alpha=0.3)

@@ -11,7 +11,7 @@ reward grid and where cells run::
       - {name: gated_rank, grid: {lambda_e: [0.2, 0.4]}}
     executor: ray          # local | process | ray
     workers: 2             # optional; also ray_address, max_retries, imports, bootstrap,
-    out: sweep-results     #   train_split, test_split, fixed_models, plots
+    out: sweep-results     #   train_split, test_split, fixed_models, plots, allow_ungated
 
 Every tournament x reward setting gets its own folder under ``out``
 (``<tournament>__<reward>__<coefficient=value,...>``) holding the usual compare
@@ -31,16 +31,17 @@ from typing import Any
 import pandas as pd
 
 from routing_gym.configfile import read_config_file
-from routing_gym.errors import RoutingGymError
+from routing_gym.errors import UsageError
 from routing_gym.eval.executors import DEFAULT_MAX_RETRIES, EXECUTORS
+from routing_gym.eval.reward_use import REWARD_FREE_MARK, reward_free_methods, reward_free_note
 
 _KEYS = {"tournaments", "agents", "seeds", "rewards", "executor", "workers", "ray_address", "max_retries", "imports",
-         "bootstrap", "train_split", "test_split", "fixed_models", "plots", "out"}
+         "bootstrap", "train_split", "test_split", "fixed_models", "plots", "out", "allow_ungated"}
 COMBINED_COLUMNS = ("accuracy", "mean_energy_j", "routing_gain_pp", "joules_saved_pct", "mean_reward", "top1_share",
                     "seeds_ok", "seeds_failed")
 
 
-class SweepConfigError(RoutingGymError):
+class SweepConfigError(UsageError):
     """A sweep config that cannot work; the message names the file and the field."""
 
 
@@ -76,6 +77,7 @@ class SweepConfig:
     fixed_models: bool = True
     plots: bool = True
     out: str = "sweep-results"
+    allow_ungated: bool = False  # study reward settings that break the gate (compare --allow-ungated)
     source: str = "<memory>"
 
 
@@ -115,7 +117,7 @@ def sweep_config_from_dict(data: Any, source: str = "<memory>") -> SweepConfig:
     config = SweepConfig(tournaments, agents, agent_kwargs, seeds, rewards, source=source)
     for key, kind in (("executor", str), ("workers", int), ("ray_address", str), ("max_retries", int),
                       ("bootstrap", int), ("train_split", str), ("test_split", str), ("fixed_models", bool),
-                      ("plots", bool), ("out", str)):
+                      ("plots", bool), ("out", str), ("allow_ungated", bool)):
         if key in data:
             value = data[key]
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
@@ -195,7 +197,7 @@ def run_sweep(config: SweepConfig, out: str | Path | None = None, progress: bool
                 coefficients=reward.coefficients, train_split=config.train_split, test_split=config.test_split,
                 agent_kwargs=config.agent_kwargs, fixed_models=config.fixed_models, n_bootstrap=config.bootstrap,
                 progress=progress, executor=config.executor, workers=config.workers, ray_address=config.ray_address,
-                max_retries=config.max_retries, imports=config.imports,
+                max_retries=config.max_retries, imports=config.imports, allow_ungated=config.allow_ungated,
             )
             jobs[name] = CompareJob(compare, out_dir / name, label=f"{name}: ")
     run_jobs(list(jobs.values()), config.executor, workers=config.workers, max_retries=config.max_retries,
@@ -222,11 +224,14 @@ def _combined_markdown(frame: pd.DataFrame) -> str:
              "Point estimates (means over seeds); intervals and the full tables are in each setting's table.md.", "",
              "| Setting | Method | Accuracy % | Mean J | Routing gain pp | Joules saved % | Mean reward | Seeds ok/failed |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
+    reward_free = reward_free_methods(frame["method"]) if len(frame) else set()
     for r in frame.itertuples():
+        method = r.method + (REWARD_FREE_MARK if r.method in reward_free else "")
         if not r.seeds_ok and r.kind != "fixed-model":
-            lines.append(f"| {r.setting} | {r.method} | failed | | | | | 0/{r.seeds_failed} |")
+            lines.append(f"| {r.setting} | {method} | failed | | | | | 0/{r.seeds_failed} |")
             continue
-        lines.append(f"| {r.setting} | {r.method} | {100 * r.accuracy:.1f} | {r.mean_energy_j:,.1f} | "
+        lines.append(f"| {r.setting} | {method} | {100 * r.accuracy:.1f} | {r.mean_energy_j:,.1f} | "
                      f"{r.routing_gain_pp:+.1f} | {r.joules_saved_pct:+.1f} | {r.mean_reward:.3f} | "
                      f"{r.seeds_ok}/{r.seeds_failed} |")
-    return "\n".join(lines) + "\n"
+    note = reward_free_note(reward_free)
+    return "\n".join(lines + (["", note] if note else [])) + "\n"

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from routing_gym.errors import RoutingGymError
+from routing_gym.errors import RoutingGymError, UsageError
 from routing_gym.sources.energy_model import ModelSpec, derive_energy_profiles, parse_energy_model
 from routing_gym.tournament import DataCard, Tournament
 from routing_gym.tournament.schema import ENERGY_PROVENANCES
@@ -72,14 +72,14 @@ class ColumnMap:
         for pair in pairs or []:
             canonical, sep, theirs = pair.partition("=")
             if not sep or not theirs.strip():
-                raise RoutingGymError(f"--column {pair!r}: expected CANONICAL=THEIRS, e.g. correct=score")
+                raise UsageError(f"--column {pair!r}: expected CANONICAL=THEIRS, e.g. correct=score")
             names[canonical.strip()] = theirs.strip()
         return cls(names).checked()
 
     def checked(self) -> ColumnMap:
         unknown = sorted(set(self.names) - set(REQUIRED + OPTIONAL))
         if unknown:
-            raise RoutingGymError(f"column mapping: unknown column(s) {unknown}; known: {list(REQUIRED + OPTIONAL)}")
+            raise UsageError(f"column mapping: unknown column(s) {unknown}; known: {list(REQUIRED + OPTIONAL)}")
         return self
 
     def source(self, canonical: str) -> str:
@@ -95,8 +95,8 @@ def parse_model_spec(text: str) -> tuple[str, ModelSpec]:
     except ValueError:
         values = []
     if not sep or not model_id.strip() or not 1 <= len(values) <= 2 or not all(v > 0 for v in values):
-        raise RoutingGymError(f"--model-spec {text!r}: expected MODEL=PARAMS_B or MODEL=PARAMS_B,ACTIVE_B "
-                              "(billions, > 0), e.g. mixtral=46.7,12.9")
+        raise UsageError(f"--model-spec {text!r}: expected MODEL=PARAMS_B or MODEL=PARAMS_B,ACTIVE_B "
+                         "(billions, > 0), e.g. mixtral=46.7,12.9")
     return model_id.strip(), ModelSpec(model_id.strip(), "", values[0], values[1] if len(values) == 2 else None)
 
 
