@@ -47,7 +47,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from routing_gym.errors import UsageError
+    from routing_gym.errors import RoutingGymError, UsageError
     from routing_gym.paths import DATA_DIR_ENV, cache_dir, data_dir
 
     start = time.monotonic()
