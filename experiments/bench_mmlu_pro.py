@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -35,8 +36,14 @@ def measured(cmd: list[str], env: dict[str, str]) -> dict:
     wall = time.perf_counter() - tic
     if proc.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{output[-3000:]}")
-    return {"command": " ".join(cmd[2:]), "wall_s": round(wall, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "tail": output.strip().splitlines()[-3:]}
+    return {"command": _portable(" ".join(cmd[2:])), "wall_s": round(wall, 1),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "tail": [_portable(line) for line in output.strip().splitlines()[-3:]]}
+
+
+def _portable(text: str) -> str:
+    """Machine paths out of committed figures: an absolute path keeps only its last part."""
+    return re.sub(r"(?<![\w.])/[^\s]*/([^/\s]+)", r".../\1", text)
 
 
 def main() -> None:
