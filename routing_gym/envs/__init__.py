@@ -2,6 +2,7 @@
 
 from routing_gym.envs.budget_env import BudgetConfig, BudgetRoutingEnv
 from routing_gym.envs.changing_pool_env import ChangingPoolConfig, ChangingPoolEnv, PoolEvent
+from routing_gym.envs.mo_env import MOChangingPoolEnv, MORoutingEnv, objective_values
 from routing_gym.envs.multiturn_env import MultiTurnConfig, MultiTurnRoutingEnv
 from routing_gym.envs.observation import ObservationBatch
 from routing_gym.envs.registration import (
@@ -13,6 +14,8 @@ from routing_gym.envs.registration import (
     STREAM_LENGTH,
     features_id,
     features_ids,
+    mo_id,
+    mo_ids,
     register_all,
     registered_ids,
     stream_id,
@@ -50,6 +53,8 @@ __all__ = [
     "BudgetRoutingEnv",
     "ChangingPoolConfig",
     "ChangingPoolEnv",
+    "MOChangingPoolEnv",
+    "MORoutingEnv",
     "MultiTurnConfig",
     "MultiTurnRoutingEnv",
     "ObservationBatch",
@@ -66,6 +71,9 @@ __all__ = [
     "features_id",
     "features_ids",
     "get_reward",
+    "mo_id",
+    "mo_ids",
+    "objective_values",
     "oracle_targets",
     "rank_penalty",
     "register_reward",

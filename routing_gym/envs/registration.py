@@ -20,7 +20,13 @@ Every entry point takes gymnasium's ``render_mode`` (None; ``metadata["render_mo
 empty: nothing renders) and rejects an unknown keyword with Python's own ``TypeError: ... got an
 unexpected keyword argument 'x'``, which clients such as TorchRL key on, then lists the options.
 
-`gym.make_vec(id, num_envs=B)` is correct by default for every id: the one-step ids
+Every one-query id (replay, changing pool, procedural and presets) also has a multi-objective
+twin, ``RoutingGym/MO-<name>-v0`` and ``RoutingGym/MO-<name>-features-v0`` (``mo_ids()``,
+``mo_env.py``): the same env with a vector reward, for ``mo_gymnasium.make``. Gymnasium's vector
+envs hold scalar rewards, so ``gym.make_vec`` of an MO id raises and names MO-Gymnasium's
+``MOSyncVectorEnv``.
+
+`gym.make_vec(id, num_envs=B)` is correct by default for every other id: the one-step ids
 (`Replay-v0`, the procedural ones, and their `-features` variants) build a native
 `RoutingVectorEnv` (same-step autoreset, B envs as array gathers); the multi-step variants
 (budget, changing pool, multi-turn, the streams) build a `SyncVectorEnv` of B single envs with
@@ -39,6 +45,7 @@ import gymnasium as gym
 from routing_gym.envs.budget_env import BudgetRoutingEnv
 from routing_gym.envs.changing_pool_env import ChangingPoolEnv
 from routing_gym.envs.legacy_gym import register_legacy_ids
+from routing_gym.envs.mo_env import MOChangingPoolEnv, MORoutingEnv
 from routing_gym.envs.multiturn_env import MultiTurnRoutingEnv
 from routing_gym.envs.replay import unexpected_keyword_error
 from routing_gym.envs.routing_env import RoutingEnv, default_config
@@ -59,6 +66,7 @@ PRESET_IDS = {
 }
 STREAM_LENGTH = 100  # queries per episode of the -stream ids: a next-step reset costs 1 step in 101
 OBSERVATION_OPTIONS = ("observation", "featurizer", "fit_split", "feature_params")
+MO_OPTIONS = ("scale", "objectives")  # MORoutingEnv's own keywords
 _HERE = "routing_gym.envs.registration"
 ENTRY_POINTS = {
     REPLAY_ID: f"{_HERE}:make_replay_env",
@@ -67,6 +75,18 @@ ENTRY_POINTS = {
     MULTITURN_ID: f"{_HERE}:make_multiturn_env",
 }
 ONE_QUERY_IDS = (REPLAY_ID, CHANGING_POOL_ID, PROCEDURAL_ID, *PRESET_IDS.values())  # ids that take `stream`
+
+
+MO_ENTRY_POINTS = {
+    REPLAY_ID: f"{_HERE}:make_mo_replay_env",
+    CHANGING_POOL_ID: f"{_HERE}:make_mo_changing_pool_env",
+}
+
+
+def mo_id(env_id: str) -> str:
+    """``RoutingGym/X-v0`` -> ``RoutingGym/MO-X-v0`` (the same env with a vector reward)."""
+    namespace, name = env_id.split("/", 1)
+    return f"{namespace}/MO-{name}"
 
 
 def features_id(env_id: str) -> str:
@@ -123,7 +143,31 @@ def make_multiturn_env(**kwargs: Any) -> gym.Env:
     return with_observation(MultiTurnRoutingEnv, **kwargs)
 
 
-def make_procedural_env(preset: str | None = None, **kwargs: Any) -> gym.Env:
+def make_mo_replay_env(**kwargs: Any) -> gym.Env:
+    """Entry point of ``RoutingGym/MO-Replay-v0`` and its variant: an ``MORoutingEnv``."""
+    return with_observation(MORoutingEnv, **kwargs)
+
+
+def make_mo_changing_pool_env(**kwargs: Any) -> gym.Env:
+    """Entry point of ``RoutingGym/MO-ChangingPool-v0`` and its variant: an ``MOChangingPoolEnv``."""
+    return with_observation(MOChangingPoolEnv, **kwargs)
+
+
+def make_mo_procedural_env(preset: str | None = None, **kwargs: Any) -> gym.Env:
+    """An ``MORoutingEnv`` on a procedural tournament (the MO procedural ids); keywords as
+    ``make_procedural_env`` plus ``scale`` and ``objectives``."""
+    return make_procedural_env(preset, _env_class=MORoutingEnv, **kwargs)
+
+
+def refuse_mo_vector_env(num_envs: int = 1, **kwargs: Any) -> gym.vector.VectorEnv:
+    """``vector_entry_point`` of the MO ids: gymnasium's vector envs keep one scalar reward per env."""
+    raise TypeError(
+        "an MO id has a vector reward, which gymnasium's vector envs cannot hold: vectorize it with "
+        "mo_gymnasium.wrappers.vector.MOSyncVectorEnv([lambda: mo_gymnasium.make(id) for _ in range(n)])"
+    )
+
+
+def make_procedural_env(preset: str | None = None, _env_class: type = RoutingEnv, **kwargs: Any) -> gym.Env:
     """A ``RoutingEnv`` on a procedural tournament (the entry point of the gymnasium ids).
 
     Keyword arguments that are ``RoutingEnv`` options (``split``, ``reward``, ``coefficients``,
@@ -135,8 +179,10 @@ def make_procedural_env(preset: str | None = None, **kwargs: Any) -> gym.Env:
         gym.make("RoutingGym/TwoModel-v0", seed=3, coefficients={"lambda_e": 0.4})
     """
     view = {key: kwargs.pop(key) for key in list(kwargs) if key in OBSERVATION_OPTIONS}
+    # the MO class's own keywords (scale, objectives) go to it, not to the generator
+    mo = {key: kwargs.pop(key) for key in list(kwargs) if key in MO_OPTIONS and _env_class is not RoutingEnv}
     tournament, env_kwargs = _procedural_tournament(preset, kwargs)
-    return with_observation(RoutingEnv, **view, tournament=tournament, **env_kwargs)
+    return with_observation(_env_class, **view, tournament=tournament, **env_kwargs, **mo)
 
 
 def make_procedural_vector_env(num_envs: int = 1, preset: str | None = None, **kwargs: Any) -> gym.vector.VectorEnv:
@@ -204,6 +250,23 @@ def stream_ids() -> list[str]:
     return [stream_id(env_id) for env_id in ONE_QUERY_IDS]
 
 
+def mo_ids() -> list[str]:
+    """The MO twin of every one-query base id and of its ``-features-v0`` id."""
+    return [variant for env_id in ONE_QUERY_IDS for variant in (mo_id(env_id), features_id(mo_id(env_id)))]
+
+
+def register_mo_ids() -> None:
+    procedural = f"{_HERE}:make_mo_procedural_env"
+    presets = {env_id: {"preset": name} for name, env_id in PRESET_IDS.items()}
+    for env_id in ONE_QUERY_IDS:
+        entry_point = MO_ENTRY_POINTS.get(env_id, procedural)
+        base = presets.get(env_id, {})
+        for variant, extra in ((mo_id(env_id), {}), (features_id(mo_id(env_id)), {"observation": "features"})):
+            if variant not in gym.registry:
+                gym.register(variant, entry_point=entry_point, vector_entry_point=refuse_mo_vector_env,
+                             kwargs={**base, **extra})
+
+
 def register_all() -> None:
     procedural = f"{_HERE}:make_procedural_env"
     procedural_vector = f"{_HERE}:make_procedural_vector_env"
@@ -223,6 +286,7 @@ def register_all() -> None:
             streams = "stream" in extra
             vector_entry = vector if vector is not None and not streams else functools.partial(make_sync_vector_env, variant)
             gym.register(variant, entry_point=entry_point, vector_entry_point=vector_entry, kwargs={**base, **extra})
+    register_mo_ids()
     register_gym_plugin()  # into old gym's registry too, when it is loaded
 
 

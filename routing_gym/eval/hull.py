@@ -90,6 +90,13 @@ def hull_joules_at(energy_j: np.ndarray, accuracy: np.ndarray, target_accuracy: 
     return _interpolate(vy, vx, n, a, (vy < a[..., None]).sum(axis=-1))
 
 
+def hull_vertices(energy_j: np.ndarray, accuracy: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``fixed_model_hull`` of every ``[..., K]`` point set at once: vertex joules, accuracy and
+    input index ``[..., K]`` (slots past a set's vertex count hold +inf, +inf, 0) and the
+    vertex count ``[...]`` (e.g. one hull per query, for the exact fronts of ``mo_fronts``)."""
+    return _vertex_chain(*_points(energy_j, accuracy))
+
+
 def _interpolate(along: np.ndarray, values: np.ndarray, n: np.ndarray, at: np.ndarray, above: np.ndarray) -> np.ndarray:
     """``values`` between the two vertices around ``at`` on the ``along`` axis (``above``: how
     many vertices lie below ``at``), clamped to the first and last vertex; broadcasts the
