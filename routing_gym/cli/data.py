@@ -116,7 +116,9 @@ def add_import_export_commands(data) -> None:
 
     exp = data.add_parser("export", help="write a tournament as a long table (.csv, .jsonl or .parquet)")
     exp.add_argument("tournament", help="directory or preset name")
-    exp.add_argument("--out", required=True, help="long-table file; the format follows the suffix")
+    exp.add_argument("--out", required=True, help="long-table file (the format follows the suffix), or with "
+                     "--format minari the dataset id (written under MINARI_DATASETS_PATH)")
+    add_minari_arguments(exp)
     exp.set_defaults(func=cmd_export)
 
 
@@ -148,8 +150,28 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_minari_arguments(exp) -> None:
+    """``data export --format minari``: a logged split as a Minari dataset (``eval/offline_dataset.py``)."""
+    exp.add_argument("--format", default="table", choices=("table", "minari"),
+                     help="table: a long table; minari: one-step episodes logged by --policy (the `offline` extra)")
+    exp.add_argument("--policy", default="uniform", metavar="AGENT|uniform",
+                     help="minari: the logging policy, uniform or a registered agent trained on the training split")
+    exp.add_argument("--epsilon", type=float, default=0.2, help="minari: epsilon-greedy around the agent's routes (0: none)")
+    exp.add_argument("--split", default="test", help="minari: the split logged (default test)")
+    exp.add_argument("--seed", type=int, default=0, help="minari: seed of the agent and of the logged draws")
+    exp.add_argument("--observation", default="dict", choices=("dict", "features"), help="minari: observations stored")
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from routing_gym.sources import resolve_tournament
+
+    if args.format == "minari":
+        from routing_gym.eval.offline_dataset import export_minari
+
+        dataset = export_minari(args.tournament, args.out, args.policy, args.split, args.seed, args.epsilon,
+                                observation=args.observation)
+        print(f"wrote Minari dataset {args.out}: {dataset.total_episodes} one-step episodes ({args.policy} logging)")
+        return 0
     from routing_gym.sources.longtable import export_long_table
 
     tournament = resolve_tournament(args.tournament)

@@ -32,7 +32,7 @@ scikit-learn is imported inside the functions that fit regressors.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -214,6 +214,7 @@ def ope_trials(
     estimators: Sequence[str] = ESTIMATORS,
     regressor: str | Callable[[], Any] = "ridge",
     folds: int = 2,
+    logged: Mapping[int, LoggedData] | None = None,
 ) -> pd.DataFrame:
     """One row per (seed, target, metric, estimator): ``estimate``, ``se``, ``truth``, ``error``.
 
@@ -221,6 +222,8 @@ def ope_trials(
     correctness, joules) and ``targets`` a policy (``[n]`` actions or ``[n, K]``
     probabilities) or a dict of named ones; ``features[n, d]`` is what the DM/DR regressors
     see of each query. Each seed draws one log, shared by every target and metric.
+    ``logged[seed]``, where given, is that seed's log instead (e.g. read from a Minari dataset,
+    ``offline_dataset.logged_data``); its ``rewards`` columns follow ``values``' order.
     """
     named_values = values if isinstance(values, dict) else {"value": values}
     named_targets = targets if isinstance(targets, dict) else {"target": targets}
@@ -245,7 +248,11 @@ def ope_trials(
     rows = []
     for seed in seeds:
         rng = np.random.default_rng(seed)
-        log = simulate_log(stacked, logging_probs, rng)
+        log = simulate_log(stacked, logging_probs, rng)  # drawn even when given: the folds' draws follow it
+        if logged is not None and seed in logged:
+            log = logged[seed]
+            if log.rewards.shape != (n, len(metrics)):
+                raise ValueError(f"logged[{seed}] reveals {log.rewards.shape} values, expected ({n}, {len(metrics)})")
         predicted = fit_predict(features, log, features, k, regressor) if "dm" in estimators else None
         cross_fitted = cross_fit_predict(features, log, k, regressor, folds, rng) if "dr" in estimators else None
         for name, target in probs.items():
