@@ -22,6 +22,7 @@ Outputs under ``--out`` (default ``experiments/results/ope/<tournament>/``): ``t
 
     OMP_NUM_THREADS=1 python experiments/ope_study.py                # ~1 min
     OMP_NUM_THREADS=1 python experiments/ope_study.py --regressor gbm --seeds 50
+    OMP_NUM_THREADS=1 python experiments/ope_study.py --minari routing-gym/paper-pool/uniform-v0   # a dataset's log
 """
 
 from __future__ import annotations
@@ -133,12 +134,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epsilon", type=float, default=0.2)
     parser.add_argument("--regressor", choices=REGRESSORS, default="ridge")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--minari", default=None, metavar="DATASET_ID",
+                        help="estimate from this Minari dataset's log (`data export --format minari`) instead of "
+                             "simulated ones: its tournament, split, logging policy and seed")
     args = parser.parse_args(argv)
 
     start = time.perf_counter()
+    offline = None
+    if args.minari:
+        import minari
+
+        from routing_gym.eval.offline_dataset import logged_data
+
+        offline = logged_data(minari.load_dataset(args.minari))
+        if offline.settings["split"] != "test" or offline.settings["tournament_spec"] is None:
+            raise SystemExit(f"{args.minari}: the study needs a test-split export of a named or saved tournament")
+        args.tournament = offline.settings["tournament_spec"]
     t = resolve_tournament(args.tournament)
     rows = t.split_rows("test")
-    out = args.out or RESULTS / t.card.name
+    if offline is not None and (offline.settings["fingerprint"] != t.fingerprint or not np.array_equal(offline.rows, rows)
+                                or (offline.settings["reward"], offline.settings["coefficients"]) != (REWARD.name, REWARD.coefficients)):
+        raise SystemExit(f"{args.minari}: exported from another version of {args.tournament} or with another reward "
+                         f"than the study's {REWARD.describe()}")
+    out = args.out or RESULTS / (t.card.name if offline is None else f"{t.card.name}-minari")
     out.mkdir(parents=True, exist_ok=True)
     train = FitContext(t, REWARD).train_observations()
     featurizer = fit_featurizer(train, n_benchmarks=len(t.benchmarks), kind="tfidf-svd", dim=32, bias=True)
@@ -149,10 +167,15 @@ def main(argv: list[str] | None = None) -> None:
         "uniform": uniform_logging(len(rows), t.n_models),
         f"epsilon-greedy ({args.epsilon:g})": epsilon_greedy_logging(per_benchmark_best(t, rows), t.n_models, args.epsilon),
     }
+    seeds, logged = range(args.seeds), None
+    if offline is not None:  # the dataset's one log, under the seed it was drawn with
+        seed = int(offline.settings["seed"])
+        seeds, logged = [seed], {seed: offline.log}
+        loggings = {f"{offline.settings['policy']} (Minari {args.minari})": offline.probabilities}
     frames = []
     for name, probs in loggings.items():
         tic = time.perf_counter()
-        trials = ope_trials(values, features, policies, probs, seeds=range(args.seeds), regressor=args.regressor)
+        trials = ope_trials(values, features, policies, probs, seeds=seeds, regressor=args.regressor, logged=logged)
         frames.append(trials.assign(logging=name))
         print(f"{name}: {args.seeds} logs in {time.perf_counter() - tic:.1f}s")
     trials = pd.concat(frames, ignore_index=True)

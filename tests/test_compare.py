@@ -252,6 +252,25 @@ def test_dominance_and_pareto(outputs):
     assert 0 < result.pareto["hypervolume_fixed_models"] <= result.pareto["hypervolume_all"] <= 1
 
 
+def test_mo_indicators_of_rows_and_fronts(outputs):
+    """pymoo's hypervolume of each row equals the table's normalised one; the exact oracle front
+    dominates every front; the reference point is stated in table.md and results.json."""
+    result, _, out = outputs
+    mo = result.pareto["mo_indicators"]
+    for r in result.rows:
+        if r["seeds_ok"]:
+            assert mo["rows"][r["method"]]["hypervolume"] == pytest.approx(r["hypervolume"])
+    fronts = mo["fronts"]
+    oracle = fronts["oracle (exact, per-query best route)"]
+    for name, f in fronts.items():
+        assert f["expected_utility"] <= oracle["expected_utility"] + 1e-12, name
+    assert fronts["front of all methods"]["hypervolume"] == pytest.approx(result.pareto["hypervolume_all"])
+    assert fronts["task-aware hull"]["expected_utility"] >= fronts["fixed-model hull"]["expected_utility"] - 1e-12
+    table = (out / "table.md").read_text()
+    assert "## Multi-objective indicators" in table and "reference point (0, -1)" in table
+    assert json.loads((out / "results.json").read_text())["pareto"]["mo_indicators"]["reference_point"] == [0.0, -1.0]
+
+
 def test_cli_compare_and_errors(tmp_path, tournament, capsys):
     tournament.save(tmp_path / "t")
     out = tmp_path / "out"

@@ -135,6 +135,12 @@ def test_a_clearly_beaten_fixed_model_is_reported_dominated(tmp_path):
     assert paths["frontier.png"].stat().st_size > 10_000
     points = pd.read_csv(paths["points.csv"])
     assert len(points) == 3 and points["selected"].sum() == len(curve.selected)
+    # the curve's hypervolume and expected utility, beside the hulls and the exact oracle front
+    mo = payload["mo_indicators"]["fronts"]
+    assert mo["cost-aware curve"]["points"] == len(curve.selected)
+    assert mo["fixed-model hull"]["expected_utility"] < mo["cost-aware curve"]["expected_utility"] <= \
+        mo["oracle (exact, per-query best route)"]["expected_utility"]
+    assert "## Multi-objective indicators" in table
 
 
 def test_content_gain_separates_reading_the_question_from_reading_its_benchmark(tmp_path):

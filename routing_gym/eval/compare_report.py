@@ -14,6 +14,7 @@ import pandas as pd
 
 from routing_gym.eval import audit
 from routing_gym.eval import hull as fixed_hull
+from routing_gym.eval import mo_fronts
 from routing_gym.eval.compare_cells import RunRecord
 from routing_gym.eval.compare_stats import CompareResult
 from routing_gym.eval.jsonsafe import strict_json
@@ -272,6 +273,7 @@ def _markdown_pareto(result: CompareResult) -> list[str]:
     for label, title in (("fixed_models", "fixed models only"), ("deployable", "deployable methods (incl. fixed models)"), ("all", "all methods")):
         if f"front_{label}" in p:
             lines.append(f"- {title}: hypervolume {p[f'hypervolume_{label}']:.4f}; front: {', '.join(p[f'front_{label}'])}")
+    lines += ["", *mo_fronts.markdown_lines(p["mo_indicators"])]
     conf = f"{result.config.confidence:.0%}"
     lines += ["", f"Paired bootstrap Pareto dominance: A dominates B when, in >= {conf} of query resamples, A is "
               "better on one axis and not worse on the other; 'tied on' names the other axis when A is not also "

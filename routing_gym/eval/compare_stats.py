@@ -23,6 +23,7 @@ from routing_gym.envs import Reward
 from routing_gym.errors import UnknownNameError
 from routing_gym.eval import audit
 from routing_gym.eval import hull as fixed_hull
+from routing_gym.eval import mo_fronts
 from routing_gym.eval.compare_cells import PER_QUERY, CompareConfig, RunRecord
 from routing_gym.eval.pareto import hypervolume, pareto_front
 from routing_gym.eval.robustness import robustness_of_runs
@@ -159,6 +160,11 @@ def aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: n
         if r["seeds_ok"]:
             r["hypervolume"] = hypervolume([r["accuracy"]], [r["mean_energy_j"]], pareto["reference"]["energy_j"],
                                            pareto["reference"]["accuracy"], normalise=True)
+    ok = {r["method"]: (r["accuracy"], r["mean_energy_j"]) for r in rows if r["seeds_ok"]}
+    pareto["mo_indicators"] = mo_fronts.indicators(
+        t, test_rows, pareto["reference"]["energy_j"], pareto["hull"], pareto["task_hull"], ok,
+        {f"front of {g} methods": tuple(zip(*(ok[m] for m in pareto[f"front_{g}"]))) for g in ("deployable", "all")
+         if pareto.get(f"front_{g}")})
     dominance = _dominance(config, t, test_rows, by_method, resampled["methods"])
     regret = _regret_curves(runs, t, reward, config.train_split)
     return CompareResult(config, t, reward, test_rows, runs, rows, per_benchmark, dominance, pareto, regret)

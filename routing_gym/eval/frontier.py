@@ -49,6 +49,7 @@ from routing_gym.envs.rewards import DEFAULT_INVALID_PENALTY
 from routing_gym.errors import RoutingGymError, UsageError
 from routing_gym.eval.jsonsafe import strict_json
 from routing_gym.eval import hull as fixed_hull
+from routing_gym.eval import mo_fronts
 from routing_gym.eval.pareto import pareto_front
 from routing_gym.eval.robustness import energy_under_laws, markdown_lines, verdict_robustness
 from routing_gym.tournament.scoring import score_actions
@@ -495,7 +496,8 @@ def write_frontier_outputs(result: FrontierResult, out_dir: str | Path, plots: b
                  for c in result.curves for d in c.route_dominance]
     pd.DataFrame(verdicts).drop(columns="route", errors="ignore").to_csv(paths["dominance.csv"], index=False)
     payload = {"settings": result.settings(), "hull": result.hull, "task_hull": result.task_hull,
-               "fixed_models": result.fixed.to_dict(orient="records"), "curves": [c.to_dict() for c in result.curves]}
+               "fixed_models": result.fixed.to_dict(orient="records"), "curves": [c.to_dict() for c in result.curves],
+               "mo_indicators": mo_fronts.frontier_indicators(result)}
     paths["frontier.json"].write_text(json.dumps(strict_json(payload), indent=1, allow_nan=False))
     paths["table.md"].write_text(markdown_report(result))
     if plots:
@@ -590,6 +592,7 @@ def markdown_report(result: FrontierResult) -> str:
     lines.append("")
     if "robustness" in result.hull:
         lines += markdown_lines(result.hull["robustness"])
+    lines += mo_fronts.markdown_lines(mo_fronts.frontier_indicators(result))
     return "\n".join(lines)
 
 

@@ -17,8 +17,8 @@ is dominated by a mix of two neighbours. It is enumerated here from the outcome 
 ``fixed_model_front`` and ``task_aware_front`` give the vertices of ``hull.py``'s two hulls
 (accuracy vs joules) as objective vectors. Hypervolume is pymoo's ``HV`` (what MORL-Baselines'
 ``hypervolume`` calls); expected utility is MORL-Baselines' definition (Zintgraf et al. 2015),
-``mean_w max_p w . p``, over the same equally spaced weights. ``compare_indicators`` scores
-``compare``'s rows and fronts with both, at a stated reference point. pymoo is imported inside
+``mean_w max_p w . p``, over the same equally spaced weights. ``indicators`` scores the rows
+and fronts of ``compare`` and ``frontier`` with both, at a stated reference point. pymoo is imported inside
 the functions.
 """
 
@@ -158,57 +158,61 @@ def expected_utility(points: np.ndarray, weights: np.ndarray) -> float:
     return float((np.asarray(weights, dtype=np.float64) @ p.T).max(axis=1).mean())
 
 
-def compare_indicators(rows: Sequence[Mapping[str, Any]], pareto: Mapping[str, Any], t: Tournament,
-                       test_rows: np.ndarray) -> dict[str, Any]:
-    """Hypervolume and expected utility of each row (one operating point) and of each front of
-    a ``compare`` result, in (accuracy, -mean joules / J_ref) with J_ref the existing
-    hypervolume reference's joules, reference point (0, -1): a stated, pool-tied scale on which
-    both objectives lie in [0, 1] and pymoo's hypervolume equals the normalised one of ``pareto.py``.
+def indicators(t: Tournament, test_rows: np.ndarray, j_ref: float, hull: Mapping[str, Any], task_hull: Mapping[str, Any],
+               rows: Mapping[str, tuple[float, float]], fronts: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> dict[str, Any]:
+    """Hypervolume and expected utility of operating points (``rows``: name -> (accuracy, mean J))
+    and fronts (name -> (accuracies, mean Js)) of ``compare`` or ``frontier``, beside the exact
+    oracle front of the test split (``convex_front``) and both hulls' vertices (``hull``,
+    ``task_hull``: records with ``accuracy`` and ``energy_j`` lists).
 
-    Fronts: the fixed-model hull and task-aware hull vertices (``pareto["hull"]``,
-    ``pareto["task_hull"]``), the exact oracle front on the test split (``convex_front``), and
-    the methods' fronts (``front_*``). A front's hypervolume counts its points, not their mixes."""
-    j_ref = float(pareto["reference"]["energy_j"])
+    Objectives (accuracy, -mean J / ``j_ref``), reference point (0, -1): a stated, pool-tied
+    scale on which both lie in [0, 1], so pymoo's hypervolume equals the normalised one of
+    ``pareto.py``. A front's hypervolume counts its points, not their mixes; expected utility
+    is the same either way (a linear utility peaks at a vertex)."""
     reference = np.array([0.0, -1.0])
     weights = equally_spaced_weights(2)
 
     def point(acc: Any, joules: Any) -> np.ndarray:
         return np.stack([np.asarray(acc, dtype=np.float64), -np.asarray(joules, dtype=np.float64) / j_ref], axis=-1)
 
-    def score(points: np.ndarray) -> dict[str, float]:
-        return {"hypervolume": hypervolume(points, reference), "expected_utility": expected_utility(points, weights)}
+    def score(points: np.ndarray) -> dict[str, Any]:
+        points = np.atleast_2d(points)
+        return {"points": len(points), "hypervolume": hypervolume(points, reference),
+                "expected_utility": expected_utility(points, weights)}
 
-    by_method = {r["method"]: r for r in rows if r.get("seeds_ok")}
     oracle = convex_front(point(t.correct[test_rows], t.energy_j[test_rows]))
-    fronts: dict[str, dict[str, Any]] = {
-        "oracle (exact, per-query best route)": {"points": len(oracle), **score(oracle)},
-        "fixed-model hull": {"points": len(pareto["hull"]["accuracy"]),
-                             **score(point(pareto["hull"]["accuracy"], pareto["hull"]["energy_j"]))},
-        "task-aware hull": {"points": len(pareto["task_hull"]["accuracy"]),
-                            **score(point(pareto["task_hull"]["accuracy"], pareto["task_hull"]["energy_j"]))},
-    }
-    for label in ("deployable", "all"):
-        members = [by_method[m] for m in pareto.get(f"front_{label}", [])]
-        if members:
-            fronts[f"front of {label} methods"] = {
-                "points": len(members), **score(point([m["accuracy"] for m in members], [m["mean_energy_j"] for m in members]))}
+    scored = {"oracle (exact, per-query best route)": score(oracle),
+              "fixed-model hull": score(point(hull["accuracy"], hull["energy_j"])),
+              "task-aware hull": score(point(task_hull["accuracy"], task_hull["energy_j"]))}
+    scored.update({name: score(point(*front)) for name, front in fronts.items() if len(front[0])})
     return {
         "objectives": ["accuracy", f"-mean joules / {j_ref:.6g} J"],
         "reference_point": reference.tolist(),
         "rule": (f"objectives (accuracy, -mean J / J_ref), J_ref = {j_ref:.6g} J (the hypervolume reference's joules), "
                  f"reference point (0, -1); hypervolume: pymoo HV; expected utility: mean over {len(weights)} equally "
                  "spaced weights of the best w . p (MORL-Baselines' definition); the oracle front is exact on the test split"),
-        "rows": {m: score(point(r["accuracy"], r["mean_energy_j"])) for m, r in by_method.items()},
-        "fronts": fronts,
+        "rows": {name: score(point(*xy)) for name, xy in rows.items()},
+        "fronts": scored,
     }
+
+
+def frontier_indicators(result: Any, reference_factor: float = 1.1) -> dict[str, Any]:
+    """``indicators`` of a ``frontier`` result: each fixed model a row, each agent's chosen
+    operating points a front; J_ref = ``reference_factor`` x the largest fixed-model mean
+    joules on the test split (``compare``'s hypervolume reference rule)."""
+    t, fixed = result.tournament, result.fixed
+    test_rows = t.split_rows(result.config.test_split)
+    rows = {f"always {m}": (a, j) for m, a, j in zip(fixed["model"], fixed["accuracy"], fixed["mean_energy_j"])}
+    fronts = {f"{c.agent} curve": ([p.test_accuracy for p in c.selected], [p.test_energy_j for p in c.selected])
+              for c in result.curves if not c.error}
+    j_ref = reference_factor * float(fixed["mean_energy_j"].max())
+    return indicators(t, test_rows, j_ref, result.hull, result.task_hull, rows, fronts)
 
 
 def markdown_lines(indicators: Mapping[str, Any]) -> list[str]:
     """The indicators as a Markdown section (``compare``'s and ``frontier``'s table.md)."""
     lines = ["## Multi-objective indicators (hypervolume, expected utility)", "", indicators["rule"] + ".", "",
              "| Row or front | points | hypervolume | expected utility |", "|---|---:|---:|---:|"]
-    for name, s in indicators["fronts"].items():
+    for name, s in [*indicators["fronts"].items(), *indicators["rows"].items()]:
         lines.append(f"| {name} | {s['points']} | {s['hypervolume']:.4f} | {s['expected_utility']:.4f} |")
-    for name, s in indicators["rows"].items():
-        lines.append(f"| {name} | 1 | {s['hypervolume']:.4f} | {s['expected_utility']:.4f} |")
     return lines + [""]

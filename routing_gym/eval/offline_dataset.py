@@ -47,6 +47,7 @@ class OfflineLog:
     log: LoggedData  # rewards: [n, len(metrics)] of the logged routes
     values: dict[str, np.ndarray]  # metric -> [n, K], every route (from the infos)
     rows: np.ndarray  # tournament rows, in episode order
+    probabilities: np.ndarray  # [n, K] the logging policy's action probabilities
     settings: dict[str, Any]
 
 
@@ -146,4 +147,5 @@ def logged_data(dataset: Any, metrics: tuple[str, ...] = OPE_METRICS) -> Offline
     idx = np.arange(len(actions))
     revealed = np.stack([values[m][idx, actions] for m in metrics], axis=-1)
     rows = np.array([int(ep.infos["row"][-1]) for ep in episodes], dtype=np.int64)
-    return OfflineLog(LoggedData(actions, propensities, revealed), values, rows, settings)
+    probabilities = np.stack([ep.infos["action_probs"][-1] for ep in episodes])
+    return OfflineLog(LoggedData(actions, propensities, revealed), values, rows, probabilities, settings)
