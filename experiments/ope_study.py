@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
         tic = time.perf_counter()
         trials = ope_trials(values, features, policies, probs, seeds=seeds, regressor=args.regressor, logged=logged)
         frames.append(trials.assign(logging=name))
-        print(f"{name}: {args.seeds} logs in {time.perf_counter() - tic:.1f}s")
+        print(f"{name}: {len(seeds)} logs in {time.perf_counter() - tic:.1f}s")
     trials = pd.concat(frames, ignore_index=True)
     summary = pd.concat([summarize_trials(f).assign(logging=f["logging"].iloc[0]) for f in frames], ignore_index=True)
     summary = summary[["logging", *[c for c in summary.columns if c != "logging"]]]
@@ -185,8 +185,9 @@ def main(argv: list[str] | None = None) -> None:
     summary.to_csv(out / "summary.csv", index=False)
     header = (
         f"# Off-policy evaluation on {t.card.name} ({t.card.provenance})\n\n"
-        f"{len(rows)} held-out queries x {t.n_models} models; {args.seeds} simulated logs per logging policy (one revealed "
-        f"outcome per query); DM/DR regressor: {args.regressor} on TF-IDF+SVD (32) + benchmark features (DR 2-fold "
+        f"{len(rows)} held-out queries x {t.n_models} models; "
+        + (f"{len(seeds)} simulated logs per logging policy" if offline is None else f"the one log of Minari dataset {args.minari}")
+        + f" (one revealed outcome per query); DM/DR regressor: {args.regressor} on TF-IDF+SVD (32) + benchmark features (DR 2-fold "
         f"cross-fitted). True values are exact from the full table. Bias interval: mean error +- 1.96 sd / sqrt(seeds). "
         f"Coverage: share of logs whose estimate +- 1.96 se contains the true value (DM has no se). "
         f"Run time {time.perf_counter() - start:.0f} s."
