@@ -82,3 +82,7 @@ def test_cli_writes_a_dataset_minari_reads(minari_dir, tmp_path):
     assert back.total_episodes == len(t.split_rows("test"))
     assert back[0].observations.shape[0] == 2 and back[0].observations.ndim == 2  # the Box features, T + 1 rows
     assert back.recover_environment().unwrapped.tournament.fingerprint == t.fingerprint
+    again = subprocess.run([sys.executable, "-m", "routing_gym", "data", "export", str(tmp_path / "toy"), "--format",
+                            "minari", "--out", "toy/cli-v0", "--policy", "no-such-agent"], capture_output=True, text=True,
+                           env=env, timeout=600)
+    assert again.returncode == 1 and "already exists" in again.stderr and len(again.stderr.strip().splitlines()) == 1

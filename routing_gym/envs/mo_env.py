@@ -139,6 +139,11 @@ def _doc(base: type) -> str:
     ## Episode End
     One step (`terminated=True`); `stream` is refused (the fronts are per step).
 
+    ## Fronts
+    `pareto_front()` (exact for two objectives), `fixed_model_hull()`, `task_aware_hull()`:
+    expected reward vectors on this split, every model of the tournament available (a pool
+    schedule is not applied); see `routing_gym.eval.mo_fronts`.
+
     ## Arguments
     `{base.__name__}`'s options, plus `scale` ("raw" | "rank") and `objectives` (a subset of
     {OBJECTIVES}, in the order given; two objectives make `pareto_front` exact).

@@ -177,6 +177,9 @@ def make_procedural_env(preset: str | None = None, _env_class: type = RoutingEnv
 
         gym.make("RoutingGym/Procedural-v0", text_signal=1.0, n_queries=500, split="test")
         gym.make("RoutingGym/TwoModel-v0", seed=3, coefficients={"lambda_e": 0.4})
+
+    ``_env_class`` is the env built (``MORoutingEnv`` for the MO ids, which also take ``scale``
+    and ``objectives``).
     """
     view = {key: kwargs.pop(key) for key in list(kwargs) if key in OBSERVATION_OPTIONS}
     # the MO class's own keywords (scale, objectives) go to it, not to the generator

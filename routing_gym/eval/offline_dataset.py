@@ -72,8 +72,13 @@ def export_minari(tournament: Any, dataset_id: str, policy: str = "uniform", spl
     """Write ``dataset_id`` (under ``MINARI_DATASETS_PATH``) and return the ``MinariDataset``."""
     import minari
     from minari.data_collector import EpisodeBuffer
+    from minari.storage import get_dataset_path
 
     from routing_gym.sources import resolve_tournament
+
+    if get_dataset_path(dataset_id).exists():  # before any work: Minari refuses to overwrite a dataset
+        raise RoutingGymError(f"Minari dataset {dataset_id!r} already exists ({get_dataset_path(dataset_id)}); "
+                              "pick another id or delete it (minari.delete_dataset)")
 
     reward = reward or Reward("gated_rank", dict(DEFAULT_COEFFICIENTS))  # compare's default
     t = resolve_tournament(tournament)
