@@ -4,7 +4,7 @@ For each model k a logistic regression whose intercept is the per-(benchmark, k)
 rate and whose text part (TF-IDF + SVD features with the benchmark one-hot,
 ``featurizer_for_context``) is an L2-penalised residual (``agents/nested.py``):
 ``logit P_k(x) = logit r_{b(x)k} + w_k . x``. The penalty is chosen on frontier's validation
-part of train by log loss, "label only" among the candidates, then refitted on all of train.
+part of train by the value of the routes there (under the agent's rule), "label only" among the candidates, then refitted on all of train.
 Two rules, with ``J_bk`` model k's mean training joules on benchmark b:
 
 - ``rule="penalty"`` (default): ``argmax_k P_k(x) - mu * J_{b(x)k} / J_ref``; ``mu = 0`` routes
@@ -23,7 +23,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from routing_gym.envs.observation import ObservationBatch
 from routing_gym.eval.frontier import CostKnob
 from routing_gym_agents.nested import PRICE_KNOB, LabelNestedRouter, minimize, sigmoid
 from routing_gym_agents.registry import register_agent
@@ -66,10 +65,9 @@ class CostAwareRouter(LabelNestedRouter):
     def text_proba(self, model: np.ndarray, X: np.ndarray, offset: np.ndarray, strength: float) -> np.ndarray:
         return sigmoid(offset + X @ model)
 
-    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+    def _route(self, p: np.ndarray, joules: np.ndarray) -> np.ndarray:
         if self.rule == "penalty":
-            return super().act_batch(batch)
-        p, joules = self.predict_correct(batch), self.predict_energy(batch)
+            return super()._route(p, joules)
         # Cheapest model that clears tau: the lowest joules among those that do, else the most likely right.
         reaches = p >= self.tau
         cheapest = np.where(reaches, joules, np.inf).argmin(axis=1)

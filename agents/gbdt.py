@@ -11,7 +11,7 @@ algorithm).
 
 Trees cannot take the label's logit as an offset, so the nesting (``agents/nested.py``) is a
 blend: ``P_k(x) = (1 - w) r_{b(x)k} + w P^gbdt_k(x)``, with the weight w chosen on frontier's
-validation part of train by log loss from ``strengths`` ("label only", w = 0, among them);
+validation part of train by the value of its routes, from ``strengths`` ("label only", w = 0, among them);
 the boosted models are fitted once per data part and every w reuses them.
 """
 

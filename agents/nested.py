@@ -7,8 +7,10 @@ starting from what the benchmark label alone says, the per-(benchmark, model) tr
     logit P_k(x) = logit r_{b(x)k} + s_k(x)        (gbdt: a blend of r_{b(x)k} and its own P)
 
 ``s_k`` is each agent's penalised residual; its strength (an L2 penalty, or gbdt's blend weight)
-is chosen from the agent's ``strengths`` by loss on a validation part carved as ``routing-gym
-frontier`` carves it (``eval.frontier.carve_validation``: ``VALIDATION_SHARE`` of each
+is chosen from the agent's ``strengths`` by the *value of its routes* on a validation part
+(mean correctness - ``mu`` x joules / ``J_ref`` of the routed models there, at the agent's own
+price ``mu``; a proper score such as log loss can improve while the argmax over K models gets
+noisier), the part carved as ``routing-gym frontier`` carves it (``eval.frontier.carve_validation``: ``VALIDATION_SHARE`` of each
 benchmark's training rows, seeded by the fit seed; the test split is never read), then refitted
 on the whole training split. "Label only" (``s = 0``) is always a candidate, so a router whose
 text does not help on validation routes exactly as the label does: the ``per-benchmark`` route
@@ -50,12 +52,6 @@ def logit(p: np.ndarray) -> np.ndarray:
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z))  # overflow-free
-
-
-def log_loss(p: np.ndarray, y: np.ndarray) -> float:
-    """Mean over queries of the summed per-model log loss; fractional ``y`` is an expectation."""
-    p = np.clip(p, 1e-9, 1 - 1e-9)
-    return float(-(y * np.log(p) + (1 - y) * np.log1p(-p)).sum(axis=1).mean())
 
 
 def minimize(loss_grad: Callable[[dict[str, np.ndarray]], tuple[float, dict[str, np.ndarray]]],
@@ -121,10 +117,6 @@ class LabelNestedRouter(Agent):
         """``[n, K]`` P(correct) of a fitted residual."""
         raise NotImplementedError
 
-    def validation_loss(self, p: np.ndarray, y: np.ndarray) -> float:
-        """What chooses the strength (lower is better); default the log loss."""
-        return log_loss(p, y)
-
     def featurize(self, batch: ObservationBatch) -> np.ndarray:
         if self.featurizer is None:
             raise RuntimeError(f"{self.name}: call fit() before act_batch()")
@@ -140,8 +132,9 @@ class LabelNestedRouter(Agent):
         self.n_benchmarks = len(ctx.benchmarks)
         self.joules = benchmark_means(outcomes.energy_j, codes, self.n_benchmarks)
         self.j_ref = max(float(outcomes.energy_j.mean(axis=0).max()), 1e-12)
+        E = np.asarray(outcomes.energy_j, dtype=np.float64)
         candidates = [LABEL_ONLY, *self.strengths]
-        losses: dict[str, float] = {}
+        scores: dict[str, float] = {}
         parts = validation_parts(ctx) if self.strength is None else None
         if self.strength is not None:
             chosen = float(self.strength)
@@ -150,6 +143,7 @@ class LabelNestedRouter(Agent):
         else:
             fit_rows, val_rows = parts
             fit_rates = benchmark_means(Y[fit_rows], codes[fit_rows], self.n_benchmarks)
+            fit_joules = benchmark_means(E[fit_rows], codes[fit_rows], self.n_benchmarks)[codes[val_rows]]
             fit_off, val_off = logit(fit_rates[codes[fit_rows]]), logit(fit_rates[codes[val_rows]])
             shared = None if self.strength_in_fit else self.fit_text(X[fit_rows], fit_off, Y[fit_rows], None, ctx.seed)
             for s in candidates:
@@ -158,14 +152,17 @@ class LabelNestedRouter(Agent):
                 else:
                     model = shared if shared is not None else self.fit_text(X[fit_rows], fit_off, Y[fit_rows], s, ctx.seed)
                     p = self.text_proba(model, X[val_rows], val_off, s)
-                losses[f"{s:g}"] = self.validation_loss(p, Y[val_rows])
-            chosen = min(candidates, key=lambda s: losses[f"{s:g}"])  # ties: the first, label only
+                # Judged by what the router is for: the validation value of its routes at its own price.
+                routes = self._route(p, fit_joules)
+                taken = np.arange(len(val_rows)), routes
+                scores[f"{s:g}"] = float((Y[val_rows][taken] - self.mu * E[val_rows][taken] / self.j_ref).mean())
+            chosen = max(candidates, key=lambda s: scores[f"{s:g}"])  # ties: the first, label only
         self.chosen_strength = chosen
         self.rates = benchmark_means(Y, codes, self.n_benchmarks)
         self.text_model = None
         if chosen != LABEL_ONLY:
             self.text_model = self.fit_text(X, logit(self.rates[codes]), Y, chosen if self.strength_in_fit else None, ctx.seed)
-        return {"strength": "label only" if chosen == LABEL_ONLY else chosen, "validation_loss": losses,
+        return {"strength": "label only" if chosen == LABEL_ONLY else chosen, "validation_value": scores,
                 "validation_share": VALIDATION_SHARE if parts is not None else None}
 
     # ------------------------------------------------------------------ routing
@@ -191,5 +188,8 @@ class LabelNestedRouter(Agent):
         return self.joules[self._codes(batch)]
 
     def act_batch(self, batch: ObservationBatch) -> np.ndarray:
-        joules = self.predict_energy(batch)
-        return best_per_benchmark(self.predict_correct(batch) - self.mu * joules / self.j_ref, joules)  # ties: cheaper
+        return self._route(self.predict_correct(batch), self.predict_energy(batch))
+
+    def _route(self, p: np.ndarray, joules: np.ndarray) -> np.ndarray:
+        """The routing rule on ``[n, K]`` P(correct) and joules: ``argmax P - mu J / J_ref``, ties to the cheaper."""
+        return best_per_benchmark(p - self.mu * joules / self.j_ref, joules)

@@ -15,7 +15,7 @@ from routing_gym.envs import Reward
 from routing_gym.eval.hull import benchmark_means
 from routing_gym_agents import CorrectnessPredictor, EnergyPredictor, FitContext, ObservationBatch, make_agent
 from routing_gym_agents.irt import irt_loss
-from routing_gym_agents.mf import pairwise_loss
+from routing_gym_agents.mf import pairwise_loss, preference_pairs
 from routing_gym_agents.nested import LABEL_ONLY, validation_parts
 
 NESTED = ("cost-aware", "irt", "mf", "gbdt")
@@ -120,10 +120,11 @@ def test_pairwise_loss_gradient_matches_finite_differences():
     rng = np.random.default_rng(0)
     Y = (rng.random((7, 4)) < 0.5).astype(float)
     Y[0] = [0.25, 1.0, 0.0, 0.5]  # fractional rows give fractional preferences
-    error = check_grad(lambda d: pairwise_loss(d.reshape(7, 4), Y)[0], lambda d: pairwise_loss(d.reshape(7, 4), Y)[1].ravel(),
-                       rng.standard_normal(28))
+    pairs = preference_pairs(Y)
+    error = check_grad(lambda d: pairwise_loss(d.reshape(7, 4), pairs)[0],
+                       lambda d: pairwise_loss(d.reshape(7, 4), pairs)[1].ravel(), rng.standard_normal(28))
     assert error < 1e-5
-    loss, _ = pairwise_loss(np.zeros((1, 3)), np.array([[1.0, 0.0, 0.0]]))
+    loss, _ = pairwise_loss(np.zeros((1, 3)), preference_pairs(np.array([[1.0, 0.0, 0.0]])))
     assert np.isclose(loss, 2 * np.log(2))  # two preferred pairs at margin 0
 
 
