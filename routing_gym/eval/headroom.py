@@ -321,6 +321,7 @@ def _router_scorer(name: str, config: HeadroomConfig, t: Tournament, train_rows:
                    test_rows: np.ndarray) -> Scorer:
     """A content router fitted once per fold and once on all of train, asked for P (and E)."""
     from routing_gym_agents import FitContext, make_agent
+    from routing_gym_agents.base import EnergyPredictor
 
     reward = Reward("gated_rank", dict(DEFAULT_COEFFICIENTS))  # recorded in fit logs; predictors train on outcomes
 
@@ -333,7 +334,7 @@ def _router_scorer(name: str, config: HeadroomConfig, t: Tournament, train_rows:
         if p.shape != (len(rows), t.n_models) or not np.isfinite(p).all() or p.min() < 0 or p.max() > 1:
             raise RoutingGymError(f"router {name!r}: predict_correct returned shape {p.shape} (want {(len(rows), t.n_models)}) "
                                   "or values outside [0, 1]")
-        if callable(getattr(agent, "predict_energy", None)):
+        if isinstance(agent, EnergyPredictor):
             e = np.asarray(agent.predict_energy(batch), dtype=np.float64)
             if e.shape != p.shape or not np.isfinite(e).all():
                 raise RoutingGymError(f"router {name!r}: predict_energy returned shape {e.shape} or non-finite joules")
@@ -348,6 +349,7 @@ def resolve_routers(config: HeadroomConfig) -> list[str]:
     """The content routers of the run, each checked to be registered and to expose
     ``predict_correct`` before anything is fitted."""
     from routing_gym_agents import make_agent
+    from routing_gym_agents.base import CorrectnessPredictor
     from routing_gym_agents.registry import list_agents, unknown_agent_error
 
     registered = list_agents()
@@ -359,7 +361,7 @@ def resolve_routers(config: HeadroomConfig) -> list[str]:
             agent = make_agent(name, **config.agent_kwargs.get(name, {}))
         except (TypeError, ValueError) as exc:
             raise UsageError(f"router {name!r}: {exc}") from None
-        if not callable(getattr(agent, "predict_correct", None)):
+        if not isinstance(agent, CorrectnessPredictor):
             raise UsageError(f"router {name!r} exposes no predict_correct(batch) -> [n, K] P(correct) (the "
                              "CorrectnessPredictor contract of routing_gym_agents.base): it cannot be a content rung")
         if getattr(agent, "feedback", "full") != "full":
