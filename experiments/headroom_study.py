@@ -2,7 +2,7 @@
 
 Runs ``routing-gym headroom`` on llmrouter, mmlu-pro, zeroeval-math and specialist-pool, each as
 its own process so its wall time, CPU time and peak memory are its own (``os.wait4``), into
-``experiments/results/headroom/<tournament>/`` (headroom.json, table.md, headroom.png), then
+``experiments/results/headroom/<tournament>/`` (headroom.json, table.md, headroom.png, cost.json), then
 writes ``README.md`` there (this command, the ladder and the AUCs of every tournament, the
 checks against the issue's figures, and the answer to "does a router read the question?")
 from what the runs wrote. ``--summary-only`` rewrites the README from the folders already there.
@@ -52,13 +52,14 @@ def gbdt_kwargs(name: str) -> dict[str, Any]:
     return {} if E5Store().cached(prompts) == len(prompts) else {"gbdt": {"features": "tfidf-svd"}}
 
 
-def run_one(name: str, bootstrap: int) -> dict[str, Any]:
+def run_one(name: str, bootstrap: int, only: list[str] | None) -> dict[str, Any]:
     """One ``routing-gym headroom`` process; its wall time, CPU time (user + system) and peak memory."""
     from routing_gym.eval.headroom import DEFAULT_ROUTERS
     from routing_gym_agents.registry import list_agents
 
     kwargs = gbdt_kwargs(name) if "gbdt" in list_agents() else {}
-    routers = [r for r in DEFAULT_ROUTERS if r in list_agents()]
+    routers = [r for r in DEFAULT_ROUTERS if r in list_agents() and (only is None or r in only)]
+    kwargs = {r: v for r, v in kwargs.items() if r in routers}
     args = ["routing-gym", "headroom", name, "--out", f"experiments/results/headroom/{name}", "--bootstrap", str(bootstrap),
             "--routers", ",".join(routers), "--agent-kwargs", json.dumps(kwargs)]
     log(" ".join(args))
@@ -168,16 +169,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tournaments", default=",".join(TOURNAMENTS))
     parser.add_argument("--bootstrap", type=int, default=1000)
+    parser.add_argument("--routers", default=None, help="comma-separated subset of the default content routers")
     parser.add_argument("--summary-only", action="store_true", help="rewrite README.md from the folders already there")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
-    costs_file = OUT / "costs.json"
-    costs = json.loads(costs_file.read_text()) if costs_file.exists() else {}
-    if not args.summary_only:
+    if not args.summary_only:  # one cost file per tournament, so several invocations may run side by side
         for name in [n.strip() for n in args.tournaments.split(",") if n.strip()]:
-            costs[name] = run_one(name, args.bootstrap)
-            costs_file.write_text(json.dumps(costs, indent=1))
-    (OUT / "README.md").write_text(summary({n: costs[n] for n in TOURNAMENTS if n in costs}))
+            cost = run_one(name, args.bootstrap, None if args.routers is None else args.routers.split(","))
+            (OUT / name / "cost.json").write_text(json.dumps(cost, indent=1))
+    costs = {n: json.loads((OUT / n / "cost.json").read_text()) for n in TOURNAMENTS if (OUT / n / "cost.json").exists()}
+    (OUT / "README.md").write_text(summary(costs))
     log(f"wrote {OUT / 'README.md'}")
     return max((c["exit_status"] for c in costs.values()), default=0)
 
