@@ -36,6 +36,7 @@ ISSUE_SHARED_DIFFICULTY_PP = {"mmlu-pro": 1.9, "llmrouter": 2.8}
 SHARED_TOLERANCE_PP = 1.5
 PAIRWISE_REAL_MAX, PAIRWISE_CONTROL_MIN = 0.6, 0.85
 CPU_LIMIT_S = 300.0
+FORCED_STRENGTH = 0.01  # a middle L2 penalty of cost-aware's and irt's candidates: the text on, never the label alone
 COMMAND = "ROUTING_GYM_DATA_DIR=../shared/data OMP_NUM_THREADS=1 python experiments/headroom_study.py"
 
 
@@ -52,23 +53,28 @@ def gbdt_kwargs(name: str) -> dict[str, Any]:
     return {} if E5Store().cached(prompts) == len(prompts) else {"gbdt": {"features": "tfidf-svd"}}
 
 
-def run_one(name: str, bootstrap: int, only: list[str] | None) -> dict[str, Any]:
-    """One ``routing-gym headroom`` process; its wall time, CPU time (user + system) and peak memory."""
+def run_one(name: str, bootstrap: int, only: list[str] | None, text_forced: bool = False) -> dict[str, Any]:
+    """One ``routing-gym headroom`` process; its wall time, CPU time (user + system) and peak memory.
+    ``text_forced``: the routers' text strength fixed at ``FORCED_STRENGTH`` (no fallback to the
+    label), into ``<name>-text-forced/``: what the text itself says, for the AUCs."""
     from routing_gym.eval.headroom import DEFAULT_ROUTERS
     from routing_gym_agents.registry import list_agents
 
     kwargs = gbdt_kwargs(name) if "gbdt" in list_agents() else {}
     routers = [r for r in DEFAULT_ROUTERS if r in list_agents() and (only is None or r in only)]
     kwargs = {r: v for r, v in kwargs.items() if r in routers}
-    args = ["routing-gym", "headroom", name, "--out", f"experiments/results/headroom/{name}", "--bootstrap", str(bootstrap),
+    if text_forced:
+        kwargs = {r: {**kwargs.get(r, {}), "strength": FORCED_STRENGTH} for r in routers}
+    folder = f"{name}-text-forced" if text_forced else name
+    args = ["routing-gym", "headroom", name, "--out", f"experiments/results/headroom/{folder}", "--bootstrap", str(bootstrap),
             "--routers", ",".join(routers), "--agent-kwargs", json.dumps(kwargs)]
     log(" ".join(args))
     tic = time.perf_counter()
-    with open(OUT / f"{name}.log", "w") as stdout:
+    with open(OUT / f"{folder}.log", "w") as stdout:
         process = subprocess.Popen([sys.executable, "-m", "routing_gym", *args[1:]], cwd=ROOT, stdout=stdout,
                                    stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"})
         _, status, usage = os.wait4(process.pid, 0)
-    (OUT / f"{name}.log").unlink()  # the run's table is in its folder; the log held machine paths
+    (OUT / f"{folder}.log").unlink()  # the run's table is in its folder; the log held machine paths
     cost = {"command": " ".join(args), "exit_status": os.waitstatus_to_exitcode(status),
             "wall_s": time.perf_counter() - tic, "cpu_s": usage.ru_utime + usage.ru_stime,
             "peak_rss_mb": usage.ru_maxrss / 1024, "routers": routers,
@@ -90,6 +96,8 @@ def _auc(value: float | None) -> str:
 def summary(costs: dict[str, dict[str, Any]]) -> str:
     """README.md from every tournament's headroom.json and the runs' costs."""
     results = {n: json.loads((OUT / n / "headroom.json").read_text()) for n in TOURNAMENTS if (OUT / n / "headroom.json").exists()}
+    forced = {n: json.loads((OUT / f"{n}-text-forced" / "headroom.json").read_text()) for n in TOURNAMENTS
+              if (OUT / f"{n}-text-forced" / "headroom.json").exists()}
     rungs = ("fixed_model_hull", "task_aware_hull", "content_router", "shared_difficulty", "oracle")
     lines = ["# Headroom: why no router reads the question", "",
              f"Written by `{COMMAND}` (issue 33); each tournament's folder holds `headroom.json`, `table.md` and "
@@ -122,6 +130,11 @@ def summary(costs: dict[str, dict[str, Any]]) -> str:
                          f"{_auc(shared['within_benchmark_auc'])} / {_auc(shared['pairwise_auc'])} | "
                          f"{100 * r['oracle_lead']['rare_share']:.0f} % | {'—' if guess is None else f'{guess:.3f}'} | "
                          f"{'—' if copies is None else f'{100 * copies:.1f} %'} |")
+    for name, r in forced.items():
+        for router, info in r["routers"].items():
+            if not info.get("error"):
+                lines.append(f"| {name} | {router} (text forced, strength {FORCED_STRENGTH:g}) | "
+                             f"{_auc(info['within_benchmark_auc'])} | {_auc(info['pairwise_auc'])} | | | | |")
     generators = {n: r["generator"]["specialization_signal"] for n, r in results.items() if r.get("generator")}
     lines += ["", *[f"{n} is procedural: the generator's specialization_signal is {s:g} (topics named in the text decide "
                     "which model is right)." for n, s in generators.items()], ""]
@@ -139,6 +152,13 @@ def summary(costs: dict[str, dict[str, Any]]) -> str:
             ok = (value <= limit) if name in REAL else (value >= limit)
             lines.append(f"- {name}: pairwise AUC of the {label} ({router}) {_auc(value)} "
                          f"({'<=' if name in REAL else '>='} {limit}: {'yes' if ok else 'NO'})")
+    for name, r in forced.items():
+        limit = PAIRWISE_REAL_MAX if name in REAL else PAIRWISE_CONTROL_MIN
+        for router, info in r["routers"].items():
+            if not info.get("error"):
+                ok = (info["pairwise_auc"] <= limit) if name in REAL else (info["pairwise_auc"] >= limit)
+                lines.append(f"- {name}: pairwise AUC of {router} with the text forced on {_auc(info['pairwise_auc'])} "
+                             f"({'<=' if name in REAL else '>='} {limit}: {'yes' if ok else 'NO'})")
     lines += ["", "## Cost (each run its own process; one thread)", "",
               "| Tournament | Exit | Wall s | CPU s | Peak MB | gbdt features | Command |", "|---|---:|---:|---:|---:|---|---|"]
     for name, c in costs.items():
@@ -149,7 +169,7 @@ def summary(costs: dict[str, dict[str, Any]]) -> str:
               "depends on the machine's load: these runs shared two cores with other jobs). gbdt ran on TF-IDF + SVD "
               "where e5 embeddings were not cached yet, and was left out where noted (its wall time on the loaded machine).",
               "", "## Does a router read the question?", ""]
-    lines += answer(results)
+    lines += answer(results, forced)
     return "\n".join(lines) + "\n"
 
 
@@ -160,7 +180,7 @@ def text_reader(r: dict[str, Any]) -> str | None:
     return max(ok, key=lambda n: ok[n]["within_benchmark_auc"], default=None)
 
 
-def answer(results: dict[str, dict[str, Any]]) -> list[str]:
+def answer(results: dict[str, dict[str, Any]], forced: dict[str, dict[str, Any]]) -> list[str]:
     """The answer in words, each claim computed from the runs."""
     out = []
     for name, r in results.items():
@@ -172,11 +192,21 @@ def answer(results: dict[str, dict[str, Any]]) -> list[str]:
                    f"{reader_note(r)}. Knowing "
                    f"each question's true difficulty would add {_ci(g['shared_difficulty']['content_gain_pp'], g['shared_difficulty']['ci'])} "
                    f"pp; the oracle sits {_ci(g['oracle']['content_gain_pp'], g['oracle']['ci'])} pp above the label, "
-                   f"{100 * r['oracle_lead']['rare_share']:.0f} % of it from questions only one or two models answer.")
+                   f"{100 * r['oracle_lead']['rare_share']:.0f} % of it from questions only one or two models answer."
+                   + forced_note(forced.get(name)))
     return out + ["", "Where the pairwise AUC is near 0.5, the text predicts how hard a question is (a difficulty every "
                   "model shares) but not which model wins it: the oracle's lead is out of reach of routers that read the "
                   "text as these do, and the shared-difficulty ceiling estimates what knowing difficulty exactly would "
                   "add.", ""]
+
+
+def forced_note(r: dict[str, Any] | None) -> str:
+    """What the routers say with their text strength fixed (``--text-forced``), where that was run."""
+    if r is None:
+        return ""
+    parts = [f"{n} within-benchmark AUC {_auc(i['within_benchmark_auc'])}, pairwise {_auc(i['pairwise_auc'])}, content "
+             f"gain {_ci(i['rung']['content_gain_pp'], i['rung']['ci'])} pp" for n, i in r["routers"].items() if not i.get("error")]
+    return f" With the text forced on (strength {FORCED_STRENGTH:g}, `{r['tournament']['name']}-text-forced/`): " + "; ".join(parts) + "."
 
 
 def reader_note(r: dict[str, Any]) -> str:
@@ -185,7 +215,9 @@ def reader_note(r: dict[str, Any]) -> str:
     note = f"its pairwise AUC is {_auc(r['pairwise_auc'])}"
     if r["routers"][best]["within_benchmark_auc"] == 0.5:
         note += " (it fell back to the label on its validation part: 0.5 by construction)"
-    if reader != best:
+    if r["routers"][reader]["within_benchmark_auc"] == 0.5:
+        note += "; so did every other router"
+    elif reader != best:
         info = r["routers"][reader]
         note += (f"; the router that reads most of the text, {reader} (within-benchmark AUC "
                  f"{_auc(info['within_benchmark_auc'])}), ranks the right model of a disagreeing pair with AUC "
@@ -198,14 +230,17 @@ def main() -> int:
     parser.add_argument("--tournaments", default=",".join(TOURNAMENTS))
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--routers", default=None, help="comma-separated subset of the default content routers")
+    parser.add_argument("--text-forced", action="store_true",
+                        help=f"fix the routers' text strength at {FORCED_STRENGTH} (folder <tournament>-text-forced)")
     parser.add_argument("--summary-only", action="store_true", help="rewrite README.md from the folders already there")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     if not args.summary_only:  # one cost file per tournament, so several invocations may run side by side
         for name in [n.strip() for n in args.tournaments.split(",") if n.strip()]:
-            cost = run_one(name, args.bootstrap, None if args.routers is None else args.routers.split(","))
-            (OUT / name / "cost.json").write_text(json.dumps(cost, indent=1))
-    costs = {n: json.loads((OUT / n / "cost.json").read_text()) for n in TOURNAMENTS if (OUT / n / "cost.json").exists()}
+            cost = run_one(name, args.bootstrap, None if args.routers is None else args.routers.split(","), args.text_forced)
+            (OUT / (f"{name}-text-forced" if args.text_forced else name) / "cost.json").write_text(json.dumps(cost, indent=1))
+    folders = [f for n in TOURNAMENTS for f in (n, f"{n}-text-forced")]
+    costs = {f: json.loads((OUT / f / "cost.json").read_text()) for f in folders if (OUT / f / "cost.json").exists()}
     (OUT / "README.md").write_text(summary(costs))
     log(f"wrote {OUT / 'README.md'}")
     return max((c["exit_status"] for c in costs.values()), default=0)
