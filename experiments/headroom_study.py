@@ -216,7 +216,7 @@ def reader_note(r: dict[str, Any]) -> str:
     if r["routers"][best]["within_benchmark_auc"] == 0.5:
         note += " (it fell back to the label on its validation part: 0.5 by construction)"
     if r["routers"][reader]["within_benchmark_auc"] == 0.5:
-        note += "; so did every other router"
+        return note + "; so did every other router"
     elif reader != best:
         info = r["routers"][reader]
         note += (f"; the router that reads most of the text, {reader} (within-benchmark AUC "
