@@ -1,7 +1,7 @@
 """Issue 33's committed results: why no router reads the question (``routing-gym headroom``).
 
-Runs ``routing-gym headroom`` on llmrouter, mmlu-pro, zeroeval-math and specialist-pool, each as
-its own process so its wall time, CPU time and peak memory are its own (``os.wait4``), into
+Runs ``routing-gym headroom`` on llmrouter, mmlu-pro, zeroeval-math and specialist-pool (the runs
+of ``PLAN``: which routers where, and two runs with the routers' text forced on), each as its own process so its wall time, CPU time and peak memory are its own (``os.wait4``), into
 ``experiments/results/headroom/<tournament>/`` (headroom.json, table.md, headroom.png, cost.json), then
 writes ``README.md`` there (this command, the ladder and the AUCs of every tournament, the
 checks against the issue's figures, and the answer to "does a router read the question?")
@@ -36,6 +36,13 @@ ISSUE_SHARED_DIFFICULTY_PP = {"mmlu-pro": 1.9, "llmrouter": 2.8}
 SHARED_TOLERANCE_PP = 1.5
 PAIRWISE_REAL_MAX, PAIRWISE_CONTROL_MIN = 0.6, 0.85
 CPU_LIMIT_S = 300.0
+# The runs behind the committed folder: (tournament, routers or None for every default one, text forced).
+# gbdt only on llmrouter: on the shared, loaded machine its fits took 1,020 s wall there (most of the
+# run), so the larger pools leave it out; cost-aware and irt again with their text forced on where the
+# label-nested routers fell back to the label (their AUCs are then 0.5 by construction).
+PLAN = (("llmrouter", None, False), ("mmlu-pro", ("cost-aware", "irt", "mf"), False),
+        ("zeroeval-math", ("cost-aware", "irt", "mf"), False), ("specialist-pool", ("cost-aware", "irt", "mf"), False),
+        ("llmrouter", ("cost-aware", "irt"), True), ("mmlu-pro", ("cost-aware", "irt"), True))
 FORCED_STRENGTH = 0.01  # a middle L2 penalty of cost-aware's and irt's candidates: the text on, never the label alone
 COMMAND = "ROUTING_GYM_DATA_DIR=../shared/data OMP_NUM_THREADS=1 python experiments/headroom_study.py"
 
@@ -100,7 +107,7 @@ def summary(costs: dict[str, dict[str, Any]]) -> str:
               if (OUT / f"{n}-text-forced" / "headroom.json").exists()}
     rungs = ("fixed_model_hull", "task_aware_hull", "content_router", "shared_difficulty", "oracle")
     lines = ["# Headroom: why no router reads the question", "",
-             f"Written by `{COMMAND}` (issue 33); each tournament's folder holds `headroom.json`, `table.md` and "
+             f"Written by `{COMMAND}` (issue 33; the runs of its `PLAN`, each listed under Cost); each folder holds `headroom.json`, `table.md` and "
              "`headroom.png` from `routing-gym headroom <tournament>` (the exact command below). Nothing here is typed by "
              "hand: every number comes from those files.", "",
              "## The ladder: content gain over the task-aware hull at matched joules (pp, 95 % paired bootstrap CI)", "",
@@ -227,7 +234,8 @@ def reader_note(r: dict[str, Any]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tournaments", default=",".join(TOURNAMENTS))
+    parser.add_argument("--tournaments", default=None,
+                        help="run only these (comma-separated) with --routers / --text-forced; default: the whole PLAN")
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--routers", default=None, help="comma-separated subset of the default content routers")
     parser.add_argument("--text-forced", action="store_true",
@@ -235,10 +243,15 @@ def main() -> int:
     parser.add_argument("--summary-only", action="store_true", help="rewrite README.md from the folders already there")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
-    if not args.summary_only:  # one cost file per tournament, so several invocations may run side by side
-        for name in [n.strip() for n in args.tournaments.split(",") if n.strip()]:
-            cost = run_one(name, args.bootstrap, None if args.routers is None else args.routers.split(","), args.text_forced)
-            (OUT / (f"{name}-text-forced" if args.text_forced else name) / "cost.json").write_text(json.dumps(cost, indent=1))
+    if args.tournaments is None:
+        runs = list(PLAN)
+    else:
+        routers = None if args.routers is None else tuple(args.routers.split(","))
+        runs = [(n.strip(), routers, args.text_forced) for n in args.tournaments.split(",") if n.strip()]
+    if not args.summary_only:  # one cost file per run folder, so several invocations may run side by side
+        for name, routers, text_forced in runs:
+            cost = run_one(name, args.bootstrap, None if routers is None else list(routers), text_forced)
+            (OUT / (f"{name}-text-forced" if text_forced else name) / "cost.json").write_text(json.dumps(cost, indent=1))
     folders = [f for n in TOURNAMENTS for f in (n, f"{n}-text-forced")]
     costs = {f: json.loads((OUT / f / "cost.json").read_text()) for f in folders if (OUT / f / "cost.json").exists()}
     (OUT / "README.md").write_text(summary(costs))
