@@ -42,7 +42,7 @@ import pickle
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Literal
+from typing import Any, Callable, ClassVar, Literal, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -444,6 +444,25 @@ class Agent(ABC):
         """Record which class loads ``directory`` (for ``Agent.load``)."""
         spec = {"module": type(self).__module__, "class": type(self).__qualname__}
         (Path(directory) / MANIFEST).write_text(json.dumps(spec))
+
+
+@runtime_checkable
+class CorrectnessPredictor(Protocol):
+    """A fitted full-information router that models correctness: ``predict_correct(batch)`` is
+    ``[n, K]`` P(model k answers the query correctly), each in [0, 1], from the observation
+    only (no held-out outcome). Headroom studies read it through ``isinstance(agent,
+    CorrectnessPredictor)``; call it after ``fit``."""
+
+    def predict_correct(self, batch: ObservationBatch) -> np.ndarray: ...
+
+
+@runtime_checkable
+class EnergyPredictor(Protocol):
+    """A fitted router that predicts energy: ``predict_energy(batch)`` is ``[n, K]`` joules
+    model k would spend answering each query (a per-(benchmark, model) mean or a per-query
+    prediction, from the observation only)."""
+
+    def predict_energy(self, batch: ObservationBatch) -> np.ndarray: ...
 
 
 def featurizer_for_context(ctx: FitContext, **params: Any) -> Any:

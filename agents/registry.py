@@ -34,6 +34,9 @@ _BUILTIN_MODULES = (
     "routing_gym_agents.lagrangian",
     "routing_gym_agents.cascade",
     "routing_gym_agents.cost_aware",
+    "routing_gym_agents.irt",
+    "routing_gym_agents.mf",
+    "routing_gym_agents.gbdt",
 )
 _plugins_loaded = False
 

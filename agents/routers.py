@@ -4,9 +4,11 @@
   cost term: route to ``argmin_m err_m(x) + cost_weight * cost_m``.
 - ``uniroute``: the same rule with ``err_m`` the error of the question's k-means cluster
   (UniRoute, Jitkrittum et al. 2025), shrunk towards the global error for small clusters.
-- ``routellm``: a binary router between the strongest (largest) and the weakest (smallest)
-  model; a logistic regression estimates P(strong wins | text) and the strong model is used
-  when it reaches ``alpha`` (RouteLLM, Ong et al. 2024).
+- ``routellm``: a binary router between the strong model (the most accurate on the training
+  split: RouteLLM's strong arm is its most capable model) and the weak one (the smallest); a
+  logistic regression estimates P(strong wins | text) and the strong model is used when it
+  reaches ``alpha`` (RouteLLM, Ong et al. 2024). It cannot read the benchmark label beyond its
+  features, as in the paper; the fit logs name both arms.
 - ``greenserv``: LinUCB over task (benchmark one-hot), cluster (k-means one-hot) and
   complexity features with reward ``(1 - lam) * correct - lam * joules / E_ref``, warmed
   online on the training split (bandit feedback) and then frozen (GreenServ-style).
@@ -152,7 +154,7 @@ class UniRoute(_TextRouter):
 
 @register_agent("routellm")
 class RouteLLMRouter(_TextRouter):
-    """Strong (largest) vs weak (smallest): the strong model when P(strong wins | x) >= alpha.
+    """Strong (most accurate on train) vs weak (smallest): the strong model when P(strong wins | x) >= alpha.
 
     "Strong wins" means the strong model is strictly more correct than the weak one on that
     question; lower ``alpha`` buys accuracy with joules.
@@ -173,9 +175,12 @@ class RouteLLMRouter(_TextRouter):
 
         X = self.train_features(ctx)
         outcomes = ctx.train_outcomes()
-        order = models_by_size(ctx.models, outcomes.energy_j)
-        self.weak, self.strong = int(order[0]), int(order[-1])
         correct = outcomes.correct
+        accuracy = correct.mean(axis=0)
+        best = np.flatnonzero(accuracy >= accuracy.max() - 1e-12)
+        self.strong = int(best[outcomes.energy_j.mean(axis=0)[best].argmin()])  # ties: the cheaper
+        # The weak arm: the smallest model, or the next smallest when the smallest is also the most accurate.
+        self.weak = int(next(m for m in models_by_size(ctx.models, outcomes.energy_j) if m != self.strong or ctx.n_models == 1))
         y = (correct[:, self.strong] > correct[:, self.weak]).astype(int)
         self.classifier = None
         self.base_rate = float(y.mean())

@@ -147,6 +147,17 @@ def test_routellm_uses_only_strong_and_weak_and_alpha_trades_joules(topical: Tou
     assert strong_share[0] > strong_share[1] > strong_share[2] == 0.0, strong_share
 
 
+def test_routellm_strong_arm_is_the_most_accurate_on_train_not_the_largest(topical: Tournament) -> None:
+    correct = topical.correct.copy()
+    correct[:, 1] = np.maximum(correct[:, 1], correct[:, 3])  # m1 (small) now beats the largest m3 everywhere
+    agent, logs = fitted("routellm", replace(topical, correct=correct))
+    assert (logs["strong"], logs["weak"]) == ("m1", "m0")
+    only_small = correct.copy()
+    only_small[:, 0] = 1.0  # the smallest is also the most accurate: the weak arm is the next smallest
+    _, logs = fitted("routellm", replace(topical, correct=only_small))
+    assert (logs["strong"], logs["weak"]) == ("m0", "m1")
+
+
 def test_cost_weight_pushes_knn_and_uniroute_to_the_cheapest_model(topical: Tournament) -> None:
     batch = ObservationBatch.from_tournament(topical, topical.split_rows("test"))
     for name in ("knn", "uniroute"):

@@ -1,4 +1,4 @@
-"""The cost-aware router: calibrated per-model success probabilities and a price on joules."""
+"""The cost-aware router: label-nested per-model success probabilities and a price on joules."""
 
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ def test_probabilities_are_calibrated_on_held_out_queries(graded):
     assert np.abs(p.mean(axis=0) - graded.correct[test].mean(axis=0)).max() < 0.08
 
 
-def test_calibration_folds_mix_benchmarks_when_rows_come_grouped():
-    t = two_skill_tournament(n_benchmarks=6, grouped=True)  # unshuffled folds would each miss benchmarks
+def test_grouped_rows_still_learn_each_benchmark():
+    t = two_skill_tournament(n_benchmarks=6, grouped=True)  # rows come grouped by benchmark
     agent = _fit(t)
     test = t.split_rows("test")
     p = agent.predict_correct(ObservationBatch.from_tournament(t, test))
@@ -81,9 +81,8 @@ def test_constant_and_fractional_outcomes(graded):
     correct[:, 1] = np.where(correct[:, 1] > 0, 0.75, 0.25)  # fractional correctness
     t = replace(graded, correct=correct)
     agent = _fit(t)
-    assert agent.models[0] == 1.0 and not isinstance(agent.models[1], float)
     p = agent.predict_correct(ObservationBatch.from_tournament(t, t.split_rows("test")))
-    assert np.allclose(p[:, 0], 1.0) and 0.2 < p[:, 1].mean() < 0.8
+    assert (p[:, 0] > 0.99).all() and 0.2 < p[:, 1].mean() < 0.8
 
 
 def test_routes_env_observations_and_survives_save_load(graded, tmp_path):
@@ -99,7 +98,7 @@ def test_routes_env_observations_and_survives_save_load(graded, tmp_path):
 
 def test_bad_settings_are_refused():
     for kwargs, match in (({"rule": "cheapest"}, "rule"), ({"mu": -0.1}, "mu"), ({"tau": 1.5}, "tau"),
-                          ({"folds": 1}, "folds"), ({"calibration": "platt"}, "calibration")):
+                          ({"strength": -1.0}, "strength")):
         with pytest.raises(ValueError, match=match):
             make_agent("cost-aware", **kwargs)
     with pytest.raises(RuntimeError, match="fit"):

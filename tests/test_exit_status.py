@@ -33,6 +33,8 @@ CASES: dict[str, tuple[list[str], list[str] | None]] = {
                 ["compare", "--tournament", BAD, "--agents", "random", "--out", "{tmp}/x"]),
     "frontier": (["frontier", "--tournament", GOOD, "--agents", "knnn", "--out", "{tmp}/x"],
                  ["frontier", "--tournament", BAD, "--agents", "knn", "--out", "{tmp}/x"]),
+    "headroom": (["headroom", GOOD, "--routers", "cost-awre", "--out", "{tmp}/x"],
+                 ["headroom", BAD, "--routers", "cost-aware", "--out", "{tmp}/x"]),
     "sweep": (["sweep", "{tmp}/sweep-unknown-key.yaml"], ["sweep", "{tmp}/sweep-bad-tournament.yaml"]),
     "rewards": (["rewards", "--nope"], None),
     "collapse": (["collapse", "--agent", "linucbb", "--tournament", GOOD, "--out", "{tmp}/x"],

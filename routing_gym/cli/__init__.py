@@ -104,6 +104,7 @@ COMMAND_MODULES = (
     "routing_gym.cli.build",
     "routing_gym.cli.compare",
     "routing_gym.cli.frontier",
+    "routing_gym.cli.headroom",
     "routing_gym.cli.sweep",
     "routing_gym.cli.rewards",
     "routing_gym.cli.collapse",

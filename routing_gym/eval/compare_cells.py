@@ -69,6 +69,9 @@ DEFAULT_AGENTS = (
     "routellm",
     "greenserv",
     "cost-aware",
+    "irt",
+    "mf",
+    "gbdt",
 )
 # Output-informed diagnostics join the default set only on tournaments that log answer texts.
 DEFAULT_OUTPUT_INFORMED = ("smoothie",)

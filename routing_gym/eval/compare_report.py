@@ -147,6 +147,7 @@ def markdown_report(result: CompareResult) -> str:
     lines += [f"**Warning: {w}.**" for w in result.warnings] + ([""] if result.warnings else [])
     lines += _markdown_hull(result)
     lines += _markdown_task_hull(result)
+    lines += _markdown_headroom(result)
     if "robustness" in result.pareto:
         lines += markdown_lines(result.pareto["robustness"])
     lines += _markdown_benchmarks(result)
@@ -228,6 +229,34 @@ def _markdown_task_hull(result: CompareResult) -> list[str]:
     lines += [f"{r['method']}'s routing gain ({_ci(r, 'routing_gain_pp', '+.1f')} pp) is explained by the benchmark label: "
               f"its content gain is {_ci(r, 'content_gain_pp', '+.1f')} pp." for r in explained]
     return lines + ([""] if explained else [])
+
+
+def _markdown_headroom(result: CompareResult) -> list[str]:
+    """How far above the task-aware hull knowing difficulty, or every outcome, would reach
+    (``eval/headroom.py``'s privileged rungs; no router is fitted): the room a content router has."""
+    from routing_gym.errors import RoutingGymError
+    from routing_gym.eval.headroom import HeadroomConfig, privileged_ladder
+
+    c = result.config
+    config = HeadroomConfig(tournament=result.tournament, train_split=c.train_split, test_split=c.test_split,
+                            n_bootstrap=c.n_bootstrap, confidence=c.confidence, bootstrap_seed=c.bootstrap_seed)
+    try:
+        ladder = privileged_ladder(result.tournament, config)
+    except RoutingGymError as exc:  # e.g. train and test are one split
+        return ["## Headroom", "", f"Not computed: {exc}.", ""]
+
+    def gain(name: str) -> str:
+        r = ladder["rungs"][name]
+        return f"{r['content_gain_pp']:+.1f} [{r['ci'][0]:+.1f}, {r['ci'][1]:+.1f}]"
+
+    lead = ladder["oracle_lead"]
+    rare = "—" if not math.isfinite(lead["rare_share"]) else f"{100 * lead['rare_share']:.0f} %"
+    return ["## Headroom: what reading the question could add", "",
+            f"At matched joules ({ladder['budget_j']:,.1f} J, the training spend of the most accurate per-benchmark "
+            f"route; knobs on train), content gain over the task-aware hull (pp, {c.confidence:.0%} CI): knowing each "
+            f"question's share of models right (privileged) {gain('shared_difficulty')}; the oracle {gain('oracle')}. "
+            f"Questions only one or two models answer carry {rare} of the oracle's lead. The full ladder with content "
+            f"routers and their pairwise AUCs: `routing-gym headroom {result.tournament.card.name}`.", ""]
 
 
 def _duplicates_note(settings: dict[str, Any]) -> str:

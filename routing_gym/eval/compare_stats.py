@@ -214,27 +214,19 @@ def _hull_gains(config: CompareConfig, t: Tournament, test_rows: np.ndarray, by_
     joules = np.array([by_method[m]["mean_energy_j"] for m in methods])
     boot_m_acc = np.stack([resampled["methods"][m][:, _ACC] for m in methods], axis=1)  # [B, M]
     boot_m_j = np.stack([resampled["methods"][m][:, _J] for m in methods], axis=1)
-    per_resample = (slice(None), None)  # one point set per resample, shared by the M methods
-    values = {
-        "routing_gain_pp": (100 * fixed_hull.routing_gain(fixed_j, fixed_acc, joules, acc),
-                            100 * fixed_hull.routing_gain(boot_j[per_resample], boot_acc[per_resample], boot_m_j, boot_m_acc),
-                            [hull.gain_position(j) for j in joules]),
-        "joules_saved_pct": (100 * fixed_hull.joules_saved(fixed_j, fixed_acc, joules, acc),
-                             100 * fixed_hull.joules_saved(boot_j[per_resample], boot_acc[per_resample], boot_m_j, boot_m_acc),
-                             [hull.saving_position(a) for a in acc]),
-        "content_gain_pp": (100 * fixed_hull.content_gain(fixed_j, fixed_acc, route_j, route_acc, joules, acc),
-                            100 * fixed_hull.content_gain(boot_j[per_resample], boot_acc[per_resample], boot_route_j[per_resample],
-                                                          boot_route_acc[per_resample], boot_m_j, boot_m_acc),
-                            [task_hull.gain_position(j) for j in joules]),
-    }
-    for name, (points, boot_values, positions) in values.items():
-        low, high = percentile_interval(boot_values, config.confidence)
+    points = fixed_hull.hull_gains(fixed_j, fixed_acc, route_j, route_acc, joules, acc)
+    boot = fixed_hull.hull_gains(boot_j, boot_acc, boot_route_j, boot_route_acc, boot_m_j, boot_m_acc)
+    positions = {"routing_gain_pp": [hull.gain_position(j) for j in joules],
+                 "joules_saved_pct": [hull.saving_position(a) for a in acc],
+                 "content_gain_pp": [task_hull.gain_position(j) for j in joules]}
+    for name in points:
+        low, high = percentile_interval(boot[name], config.confidence)
         for i, method in enumerate(methods):
             interval = (_snap(low[i]), _snap(high[i]))
             if by_method[method]["kind"] == "fixed-model" and name != "content_gain_pp":
                 interval = (None, None)  # a point of the fixed-model hull itself: on it (0) or a distance below
-            by_method[method].update({name: _snap(points[i]), f"{name}_ci_low": interval[0],
-                                      f"{name}_ci_high": interval[1], f"{name}_vs": positions[i]})
+            by_method[method].update({name: _snap(points[name][i]), f"{name}_ci_low": interval[0],
+                                      f"{name}_ci_high": interval[1], f"{name}_vs": positions[name][i]})
     return {
         "hull": {"models": [t.model_ids[i] for i in hull.vertex_index], "energy_j": hull.energy_j.tolist(),
                  "accuracy": hull.accuracy.tolist(), "max_fixed_energy_j": float(fixed_j.max()), "rule": HULL_RULE},

@@ -58,7 +58,7 @@ from routing_gym.tournament import Tournament
 
 KnobTarget = Literal["act", "fit", "reward"]
 KNOB_TARGETS = ("act", "fit", "reward")
-DEFAULT_FRONTIER_AGENTS = ("cost-aware", "knn", "uniroute", "linucb", "per-benchmark")
+DEFAULT_FRONTIER_AGENTS = ("cost-aware", "irt", "mf", "gbdt", "knn", "uniroute", "linucb", "per-benchmark")
 MIN_BOOTSTRAP = 10
 
 

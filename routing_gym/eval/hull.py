@@ -362,3 +362,18 @@ def content_verdict(routing_gain_ci_low: float, content_gain_ci_low: float, cont
     if routing_gain_ci_low > 0:
         return TASK_ROUTING_ONLY
     return BELOW_TASK_HULL if content_gain_ci_high < 0 else ON_TASK_HULL
+
+
+def hull_gains(
+    fixed_energy_j: np.ndarray, fixed_accuracy: np.ndarray, route_energy_j: np.ndarray, route_accuracy: np.ndarray,
+    method_energy_j: np.ndarray, method_accuracy: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Every hull gain of ``M`` methods against one point set per leading index: routing gain
+    (pp) and joules saved (%) over the fixed-model hull, content gain (pp) over the task-aware
+    hull. Fixed ``[..., K]``, routes ``[..., P]``, methods ``[..., M]`` (each hull is built once
+    per leading index and shared by the M methods); every value ``[..., M]``."""
+    fj, fa, rj, ra = (np.asarray(v, dtype=np.float64)[..., None, :] for v in
+                      (fixed_energy_j, fixed_accuracy, route_energy_j, route_accuracy))
+    mj, ma = np.asarray(method_energy_j, dtype=np.float64), np.asarray(method_accuracy, dtype=np.float64)
+    return {"routing_gain_pp": 100 * routing_gain(fj, fa, mj, ma), "joules_saved_pct": 100 * joules_saved(fj, fa, mj, ma),
+            "content_gain_pp": 100 * content_gain(fj, fa, rj, ra, mj, ma)}

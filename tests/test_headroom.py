@@ -1,0 +1,222 @@
+"""``routing-gym headroom``: on procedural pools whose answer is known (topics in the text decide
+the winner, or nothing does) the pairwise AUC tells them apart, the ladder is ordered, the
+outputs hold their keys, and bad input fails with a clear message and the right exit status."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from routing_gym.errors import UsageError
+from routing_gym.eval import routability
+from routing_gym.eval.headroom import (
+    RUNGS, HeadroomConfig, Rung, Scorer, match_budget, privileged_ladder, run_headroom, shared_difficulty_p,
+    train_curve,
+)
+from routing_gym.eval.headroom_report import write_headroom_outputs
+from routing_gym.sources.synthetic import generate, preset_config
+
+SMALL_ROUTER = {"cost-aware": {"dim": 16}}  # for the CLI run, where only the plumbing is checked
+
+
+@pytest.fixture(scope="module")
+def pools():
+    """The same specialist pool with topics deciding the winner (1.0) and with them off (0.0)."""
+    return {s: generate(preset_config("specialist-pool", n_queries=3000, seed=5, specialization_signal=s))
+            for s in (1.0, 0.0)}
+
+
+@pytest.fixture(scope="module")
+def results(pools):
+    return {s: run_headroom(HeadroomConfig(tournament=t, routers=["cost-aware"], n_bootstrap=300,
+                                           progress=False)) for s, t in pools.items()}
+
+
+def test_pairwise_auc_is_high_where_topics_decide_the_winner_and_chance_where_nothing_does(results):
+    on, off = results[1.0].scorer_auc["cost-aware"], results[0.0].scorer_auc["cost-aware"]
+    assert on["pairwise_auc"] > 0.85, on["pairwise_auc"]
+    assert abs(off["pairwise_auc"] - 0.5) < 0.06, off["pairwise_auc"]
+    # the text still says how hard a question is in both (text_signal), so within-benchmark AUC is above chance
+    assert on["within_benchmark_auc"] > 0.55 and off["within_benchmark_auc"] > 0.55
+    # label-only scorers order nothing within a benchmark
+    for name in ("fixed_model_hull", "task_aware_hull"):
+        assert results[1.0].scorer_auc[name]["within_benchmark_auc"] == pytest.approx(0.5)
+        assert results[1.0].scorer_auc[name]["pairwise_auc"] == pytest.approx(0.5)
+    assert results[1.0].generator["specialization_signal"] == 1.0
+    assert results[0.0].generator["specialization_signal"] == 0.0
+
+
+def test_the_ladder_is_ordered_and_the_content_rung_climbs_only_where_the_text_carries_the_winner(results):
+    for s, r in results.items():
+        gain = {n: r.rungs[n].stats["content_gain_pp"] for n in RUNGS}
+        assert list(r.rungs) == list(RUNGS)
+        assert gain["oracle"] >= gain["shared_difficulty"] - 1e-9 and r.rungs["oracle"].stats["ci"][0] > 0
+        assert gain["task_aware_hull"] <= 0.5 and gain["fixed_model_hull"] <= 0.5  # points of (or below) the hull
+        for name, rung in r.rungs.items():  # every rung spends the budget on train, or less when it saturates
+            assert rung.train_energy_j <= r.budget_j * (1 + 1e-9), name
+        low, high = r.rungs["oracle"].stats["accuracy_ci"]
+        assert low <= r.rungs["oracle"].stats["accuracy"] <= high
+    on, off = results[1.0].rungs["content_router"].stats, results[0.0].rungs["content_router"].stats
+    assert on["ci"][0] > 2.0, on  # reads the topic
+    assert off["content_gain_pp"] < on["content_gain_pp"] - 5 and off["ci"][0] < 1.0, off
+    steps = {s["to"]: s for s in results[1.0].steps}
+    assert steps["content_router"]["ci"][0] > 0
+    assert sum(c["share"] for c in results[1.0].oracle_lead["by_models_right"]) == pytest.approx(1.0)
+
+
+def test_outputs_hold_the_documented_keys(results, tmp_path):
+    r = results[1.0]
+    paths = write_headroom_outputs(r, tmp_path)
+    payload = json.loads(paths["headroom.json"].read_text())
+    for name in ("task_aware_hull", "content_router", "shared_difficulty", "oracle"):
+        rung = payload["rungs"][name]
+        assert isinstance(rung["content_gain_pp"], float) and len(rung["ci"]) == 2 and rung["mean_j"] > 0
+        assert rung["ci"][0] <= rung["content_gain_pp"] <= rung["ci"][1] + 1e-9
+    assert payload["within_benchmark_auc"] == r.scorer_auc["cost-aware"]["within_benchmark_auc"]
+    assert payload["pairwise_auc"] == r.scorer_auc["cost-aware"]["pairwise_auc"]
+    assert payload["rungs"]["content_router"]["router"] == "cost-aware"
+    assert payload["generator"]["specialization_signal"] == 1.0
+    assert paths["headroom.png"].stat().st_size > 10_000
+    table = paths["table.md"].read_text()
+    assert "specialization_signal = 1" in table and "best content router: cost-aware" in table
+    assert "/" + "tmp" not in paths["headroom.json"].read_text()  # no machine paths in what gets committed
+
+
+def test_match_budget_mixes_two_vertices_to_spend_the_budget_on_train():
+    rng = np.random.default_rng(0)
+    n, k = 400, 3
+    correct = (rng.random((n, k)) < [0.3, 0.6, 0.8]).astype(float)
+    energy = np.tile([1.0, 5.0, 20.0], (n, 1)) * rng.uniform(0.8, 1.2, (n, k))
+    p = np.tile(correct.mean(axis=0), (n, 1))
+    rung = Rung("fixed", Scorer(p, energy, p, energy))
+    train_curve(rung, correct, energy, j_ref=20.0)
+    match_budget(rung, correct, energy, j_ref=20.0, budget_j=8.0)
+    assert rung.train_energy_j == pytest.approx(8.0) and 0 < rung.weight < 1
+    assert rung.test_energy.mean() == pytest.approx(8.0)  # test = train here
+    # beyond the costliest vertex the rung spends less (free disposal), not more
+    match_budget(rung, correct, energy, j_ref=20.0, budget_j=1e6)
+    assert rung.weight == 1.0 and rung.train_energy_j == pytest.approx(energy[:, 2].mean())
+
+
+def test_shared_difficulty_map_learns_which_model_wins_at_each_share_per_benchmark():
+    rng = np.random.default_rng(3)
+    n = 3000
+    share = rng.choice([0.0, 0.5, 1.0], n)  # two models: both wrong, exactly one right, both right
+    codes = rng.integers(0, 2, n)
+    # on benchmark 0 model 0 is the one right when only one is; on benchmark 1 model 1 is
+    winner = np.where(codes == 0, 0, 1)
+    correct = np.zeros((n, 2))
+    correct[share == 1.0] = 1.0
+    half = share == 0.5
+    correct[half, winner[half]] = 1.0
+    p = shared_difficulty_p(correct, codes, correct, codes, 2)
+    assert (p[half & (codes == 0), 0] > 0.9).all() and (p[half & (codes == 0), 1] < 0.1).all()
+    assert (p[half & (codes == 1), 1] > 0.9).all() and (p[share == 0.0] < 0.1).all() and (p[share == 1.0] > 0.9).all()
+    # a benchmark the fit rows lack is mapped by the fit over all benchmarks
+    unseen = shared_difficulty_p(correct[codes == 0], codes[codes == 0], correct[:50], np.full(50, 1), 2)
+    assert unseen.shape == (50, 2) and np.isfinite(unseen).all()
+
+
+def test_stratified_auc_matches_scikit_learn_per_group_and_pairwise_ignores_main_effects():
+    rng = np.random.default_rng(1)
+    scores, labels, groups = rng.normal(size=600).round(1), rng.random(600) < 0.4, rng.integers(0, 4, 600)
+    per = routability.stratified_auc(scores, labels, groups)
+    for g in range(4):
+        mask = groups == g
+        assert per.loc[g, "auc"] == pytest.approx(roc_auc_score(labels[mask], scores[mask]))
+    # model 0 is better on every question it disagrees on with model 1 only by the benchmark label:
+    # a P with a per-model offset but no per-question signal scores 0.5 pairwise
+    n = 500
+    correct = np.column_stack([rng.random(n) < 0.8, rng.random(n) < 0.4]).astype(float)
+    p = np.tile([0.8, 0.4], (n, 1)) + rng.normal(0, 1e-3, (n, 2))
+    pairs = routability.pairwise_auc(p, correct, np.zeros(n, dtype=int))
+    assert abs(routability.pooled_auc(pairs) - 0.5) < 0.1
+    assert routability.pooled_auc(routability.pairwise_auc(correct, correct, np.zeros(n, dtype=int))) == 1.0
+
+
+def test_noise_floor_reads_options_in_every_recorded_form_and_copies_within_a_split():
+    assert routability.option_count({"options": 10}) == 10
+    assert routability.option_count({"options": ["a", "b", "c"]}) == 3
+    assert routability.option_count({"choices": "{'text': ['1', '2'], 'labels': ['A', 'B']}"}) == 2
+    assert routability.option_count({"choices": None}) is None and routability.option_count(None) is None
+    queries = pd.DataFrame({"prompt": ["Q one", "q  ONE", "Q two", "Q one", "Q three"],
+                            "benchmark": ["b"] * 5, "split": ["train", "train", "train", "test", "test"],
+                            "metadata": [{"options": 4}, {"options": 4}, {}, {"options": 10}, {}]})
+    correct = np.array([[1, 0], [0, 0], [1, 1], [1, 1], [0, 1]], dtype=float)
+    floor = routability.noise_floor(queries, correct, np.arange(5))
+    assert floor["guessing"]["multiple_choice"] == 3
+    assert floor["guessing"]["guessing_rate"] == pytest.approx((0.25 + 0.25 + 0.1) / 3)
+    # one group of copies within train (rows 0, 1); the copy in test is another split's
+    assert floor["copies"]["groups"] == 1 and floor["copies"]["cells"] == 2 and floor["copies"]["disagreeing_cells"] == 1
+
+
+def test_privileged_ladder_needs_no_router_and_agrees_with_the_full_run(pools, results):
+    ladder = privileged_ladder(pools[1.0], HeadroomConfig(n_bootstrap=300))
+    full = results[1.0]
+    for name in ("task_aware_hull", "shared_difficulty", "oracle"):
+        assert ladder["rungs"][name]["content_gain_pp"] == pytest.approx(full.rungs[name].stats["content_gain_pp"])
+    assert ladder["budget_j"] == full.budget_j
+
+
+def test_compare_report_has_a_headroom_section(pools):
+    from routing_gym.eval.compare import CompareConfig, run_compare
+    from routing_gym.eval.compare_report import markdown_report
+
+    result = run_compare(CompareConfig(tournament=pools[0.0], agents=["per-benchmark"], seeds=1, n_bootstrap=200,
+                                       progress=False, audit=False))
+    table = markdown_report(result)
+    assert "## Headroom: what reading the question could add" in table
+    assert "routing-gym headroom specialist-pool" in table
+
+
+def test_bad_settings_fail_before_any_fitting(pools):
+    t = pools[0.0]
+    with pytest.raises(UsageError, match="folds"):
+        run_headroom(HeadroomConfig(tournament=t, folds=1))
+    with pytest.raises(UsageError, match="no predict_correct"):
+        run_headroom(HeadroomConfig(tournament=t, routers=["random"]))
+    with pytest.raises(UsageError, match="unknown agent"):
+        run_headroom(HeadroomConfig(tournament=t, routers=["cost-awre"]))
+    with pytest.raises(UsageError, match="share queries"):
+        run_headroom(HeadroomConfig(tournament=t, routers=["cost-aware"], test_split="train"))
+    with pytest.raises(UsageError, match="budget"):
+        run_headroom(HeadroomConfig(tournament=t, budget_j=-1.0))
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "routing_gym", "headroom", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_cli_writes_outputs_and_exits_by_the_one_rule(pools, tmp_path):
+    small = pools[1.0].subset(rows=np.arange(600))
+    folder = tmp_path / "pool"
+    small.save(folder)
+    out = tmp_path / "out"
+    done = run_cli(str(folder), "--out", str(out), "--routers", "cost-aware", "--agent-kwargs", json.dumps(SMALL_ROUTER),
+                   "--bootstrap", "100")
+    assert done.returncode == 0, done.stderr
+    assert {p.name for p in out.iterdir()} == {"headroom.json", "table.md", "headroom.png"}
+    assert "Headroom on" in done.stdout and "CPU" in done.stdout
+    bad = run_cli(str(folder), "--routers", "random", "--out", str(tmp_path / "x"))
+    assert bad.returncode == 2 and "predict_correct" in bad.stderr and not (tmp_path / "x").exists()
+    assert run_cli(str(folder), "--folds", "0").returncode == 2
+    unsplit = tmp_path / "unsplit"
+    small.subset(rows=np.arange(100)).save(unsplit)
+    queries = pd.read_parquet(unsplit / "queries.parquet").assign(split="")
+    queries.to_parquet(unsplit / "queries.parquet")
+    done = run_cli(str(unsplit), "--out", str(tmp_path / "y"))
+    assert done.returncode == 2 and "no splits" in done.stderr
+    broken = tmp_path / "broken"
+    small.subset(rows=np.arange(100)).save(broken)
+    outcomes = pd.read_parquet(broken / "outcomes.parquet")
+    outcomes.loc[3, "correct"] = 7.0
+    outcomes.to_parquet(broken / "outcomes.parquet")
+    done = run_cli(str(broken), "--out", str(tmp_path / "z"))
+    assert done.returncode == 1 and "correct" in done.stderr
