@@ -42,8 +42,8 @@ class TextControllerAgent(Agent):
     name = "text-controller"
     feedback = "full"  # SFT targets and replayed GRPO rewards read the whole training table
     ray_resources = {"num_gpus": 1.0}  # what compare's executors ask for per cell (trains a language model)
-    # A second SFT/GRPO run would double the costliest cell of a comparison.
-    audit_skip_reason = "not audited: a second fine-tuning run per cell costs as much as the first"
+    # Audited like every agent (seeded: transformers.set_seed and TRL's seed/data_seed): the audit
+    # repeats the cell's fit and act, doubling its cost (experiments/results/audit-cost).
 
     def __init__(self, stage: str = "sft", config: ControllerConfig | None = None, **overrides: Any) -> None:
         if stage not in ("sft", "grpo"):
