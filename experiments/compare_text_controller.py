@@ -69,12 +69,15 @@ def _mix(mix: dict[str, float]) -> str:
     return ", ".join(f"{m} {s:.2f}" for m, s in top)
 
 
-def readme(command: list[str], timing: dict[str, float], tournament: str, probe: list[dict[str, Any]], table: str) -> str:
+def readme(
+    script_args: list[str], command: list[str], timing: dict[str, float], tournament: str,
+    probe: list[dict[str, Any]], table: str,
+) -> str:
     lines = [
         f"# Text controller on `{tournament}`: compare at the default configuration",
         "",
         "Written by `OMP_NUM_THREADS=1 .venv/bin/python experiments/compare_text_controller.py "
-        f"--tournament {tournament}`, which ran:",
+        f"{' '.join(script_args)}`, which ran:",
         "",
         "    " + " ".join(command),
         "",
@@ -144,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
                 path.write_text(cut)
     (out / "run.json").write_text(json.dumps({"command": shown, **timing}, indent=2) + "\n")
     table = (out / "table.md").read_text() if (out / "table.md").exists() else ""
-    (out / "README.md").write_text(readme(shown, timing, args.tournament, probe, table))
+    given = sys.argv[1:] if argv is None else argv
+    script_args = [a for i, a in enumerate(given) if a != "--out" and (i == 0 or given[i - 1] != "--out")]
+    (out / "README.md").write_text(readme(script_args, shown, timing, args.tournament, probe, table))
     print(f"wrote {out} ({timing})")
     return 0
 
