@@ -5,10 +5,11 @@ Agents take it whole (``config=``) or as flat keyword overrides (``sft_max_steps
 ``grpo_beta=0.04``, ``lora_r=8``, ``model="Qwen/Qwen2.5-1.5B-Instruct"``), which is how
 ``routing-gym compare --agent-kwargs`` and the registry variants pass them.
 
-The defaults are sized for the offline CPU run (SmolLM2-135M-Instruct on 2 cores, well
-under 30 minutes for SFT + GRPO, see ``experiments/bench_text_controller.py``). For the
-paper's setting on a GPU pass ``model="Qwen/Qwen2.5-1.5B-Instruct"``, ``dtype="bfloat16"``,
-``lora_top_layers=None`` (adapt every layer) and larger step budgets.
+The defaults are sized for the offline CPU run (SmolLM2-135M-Instruct on 2 cores): a compact
+prompt (no legend, the question's opening), SFT for a stated step budget over the whole
+training split, GRPO for 40 steps of 4 prompts x 4 samples, routing from one forward pass
+(``experiments/profile_text_controller.py`` measures where a step's time goes). For the
+paper's setting on a GPU use ``preset="paper"`` (``PRESETS``) with ``model=<local directory>``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import copy
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
-from routing_gym_agents.controller_prompt import FORMATS, OutputFormat
+from routing_gym_agents.controller_prompt import FORMATS, ModelLegend, OutputFormat, PromptBuilder
 
 OFFLINE_PREFIX = "offline:"
 DEFAULT_MODEL = OFFLINE_PREFIX + "smollm2-135m-instruct"  # routing_gym.offline_llm, from PyPI
@@ -56,7 +57,16 @@ class LoraSettings:
 class PromptSettings:
     output_format: OutputFormat = "choice"  # "choice" or "rationale"
     include_difficulty: bool = False  # show the query's difficulty field (tournaments that have one)
-    max_question_chars: int = 200  # questions are cut here (prompt tokens are router cost)
+    # Questions are cut here: every prompt token is training and routing cost, and the
+    # opening holds what tells questions apart (specialist-pool names the topic first).
+    max_question_chars: int = 120
+    # The letter -> model legend in the system prompt. Off by default: SFT teaches what each
+    # letter means, and the legend was most of each training prompt's tokens (the prefix cache
+    # shares it at routing time, but training recomputes it for every prompt).
+    show_legend: bool = False
+
+    def builder(self, legend: ModelLegend) -> PromptBuilder:
+        return PromptBuilder(legend, self.output_format, self.include_difficulty, self.max_question_chars, self.show_legend)
 
 
 @dataclass
@@ -65,11 +75,14 @@ class SFTSettings:
 
     energy_coef: float = 0.5  # lambda_e of gated_rank for the targets (the paper's SFT value)
     tie_break: str = "auto"  # oracle_targets tie rule
-    max_steps: int = 32
-    batch_size: int = 4
+    # The step budget: 64 x 8 = 512 queries of a seeded shuffle of the whole training split
+    # (the budget, not the split, is what the CPU allows). None: ``epochs`` full passes.
+    max_steps: int | None = 64
+    epochs: float = 1.0  # used when max_steps is None
+    batch_size: int = 8
     learning_rate: float = 1e-3  # LoRA on a 135M model: the format is learnt in ~10 steps
     warmup_steps: int = 3
-    max_train_queries: int | None = 128  # seeded subsample of the training split (one epoch); None: all
+    max_train_queries: int | None = None  # seeded subsample of the training split; None: all
     max_length: int = 512  # tokens per prompt + completion (TRL truncates beyond)
     # Start from a saved controller (an agent directory from ``save``) or a model directory
     # and skip SFT: e.g. run grpo and kl-grpo from one SFT checkpoint.
@@ -85,9 +98,9 @@ class GRPOSettings:
     # gated_rank with the paper's lambda_e = 0.4); False trains on gated_rank(energy_coef).
     reward_from_context: bool = True
     energy_coef: float = 0.4  # lambda_e of gated_rank when reward_from_context is False
-    max_steps: int = 20
+    max_steps: int = 40
     num_generations: int = 4  # group size: completions sampled per prompt
-    prompts_per_step: int = 2  # prompts per optimizer step (x num_generations completions)
+    prompts_per_step: int = 4  # prompts per optimizer step (x num_generations completions)
     learning_rate: float = 5e-4
     beta: float = 0.0  # KL coefficient to the SFT model; > 0 makes KL-GRPO
     temperature: float = 1.0
@@ -113,6 +126,10 @@ class GRPOSettings:
 class EvalSettings:
     batch_size: int = 16  # greedy decoding batch on held-out queries
     prefix_cache: bool = True  # compute the shared instructions + legend once, reuse their KV cache
+    # Choice format: route by the most probable "Choice: X" from one forward pass per query
+    # (controller_inference.route_by_choice: the letter greedy decoding writes) instead of
+    # decoding it token by token. The rationale format always decodes.
+    choice_forward: bool = True
     max_new_tokens: int | None = None  # None: as max_completion_length
     # Controller joules: a routing_gym.collect.meters kind ("auto": NVML when the controller
     # runs on a GPU, nothing on CPU; "none"; "replay" for synthetic test energies).
@@ -163,8 +180,10 @@ class ControllerConfig:
             raise ValueError(f"grpo.beta (KL coefficient) must be >= 0, got {g.beta}")
         if g.scale_rewards not in ("group", "batch", "none"):
             raise ValueError(f"grpo.scale_rewards must be 'group', 'batch' or 'none', got {g.scale_rewards!r}")
+        if self.sft.max_steps is None and not self.sft.epochs > 0:
+            raise ValueError(f"sft.epochs must be > 0 when sft.max_steps is None, got {self.sft.epochs}")
         for name, section in (("sft", self.sft), ("grpo", self.grpo)):
-            if section.max_steps < 0:
+            if section.max_steps is not None and section.max_steps < 0:
                 raise ValueError(f"{name}.max_steps must be >= 0, got {section.max_steps}")
             if section.max_train_queries is not None and section.max_train_queries < 1:
                 raise ValueError(f"{name}.max_train_queries must be >= 1 or None, got {section.max_train_queries}")
@@ -200,9 +219,16 @@ class ControllerConfig:
         return cls(**sections, **top)
 
     @classmethod
-    def from_kwargs(cls, base: ControllerConfig | None = None, **overrides: Any) -> ControllerConfig:
+    def from_kwargs(
+        cls, base: ControllerConfig | None = None, preset: str | None = None, **overrides: Any
+    ) -> ControllerConfig:
         """A config from flat overrides: ``<section>_<field>`` (``sft_max_steps``), a
-        top-level field (``seed``), or an alias (``model``, ``format``, ``beta``, ``lora``)."""
+        top-level field (``seed``), or an alias (``model``, ``format``, ``beta``, ``lora``).
+        ``preset`` (a name of ``PRESETS``) applies first, the overrides on top of it."""
+        if preset is not None:
+            if preset not in PRESETS:
+                raise ValueError(f"unknown text-controller preset {preset!r}; presets: {', '.join(sorted(PRESETS))}")
+            overrides = {**PRESETS[preset], **overrides}
         config = cls() if base is None else copy.deepcopy(base)  # never mutate the caller's config
         for key, value in overrides.items():
             section, name = _resolve_key(key)
@@ -211,6 +237,8 @@ class ControllerConfig:
                 value = tuple(value)
             setattr(target, name, value)
         config.validate()
+        if preset == "paper":
+            _check_local_model_dir(config.model.name_or_path)
         return config
 
 
@@ -252,3 +280,43 @@ _SECTION_TYPES: dict[str, type] = {
     "grpo": GRPOSettings,
     "eval": EvalSettings,
 }
+
+
+# The reference paper's scale: Qwen2.5-1.5B-Instruct (bf16, on a GPU) from a local model
+# directory, LoRA on every layer, the legend shown (a 1.5B model can read model names), SFT
+# one pass over the whole training split, GRPO for 1,500 steps of 4 prompts x 8 samples. It
+# needs ``model=<directory>`` (nothing is downloaded); ``experiments/run_paper_controller.sh``
+# is the command that runs it end to end. Nothing else in the project uses it.
+PAPER_MODEL = "Qwen2.5-1.5B-Instruct"
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {
+        "model": "",  # must be given: a local Qwen2.5-1.5B-Instruct directory
+        "dtype": "bfloat16",
+        "lora_top_layers": None,
+        "lora_r": 16,
+        "prompt_show_legend": True,
+        "prompt_max_question_chars": 1000,
+        "sft_max_train_queries": None,
+        "sft_max_steps": None,  # one epoch (sft.epochs) over the whole training split
+        "sft_batch_size": 16,
+        "sft_learning_rate": 1e-4,
+        "sft_max_length": 1024,
+        "grpo_max_steps": 1500,
+        "grpo_prompts_per_step": 4,
+        "grpo_num_generations": 8,
+        "grpo_learning_rate": 1e-5,
+        "grpo_probe_queries": 256,
+        "eval_batch_size": 64,
+        "lm_head_token_chunk": None,
+    }
+}
+
+
+def _check_local_model_dir(path: str) -> None:
+    from pathlib import Path
+
+    if not path or not (Path(path) / "config.json").is_file():
+        raise ValueError(
+            f"preset 'paper' runs {PAPER_MODEL} from a local model directory: pass model=<directory holding "
+            f"config.json and the weights>; got model={path!r}, which is not one"
+        )

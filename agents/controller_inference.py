@@ -4,8 +4,10 @@
   instructions and legend every prompt shares are computed once) and the controller's own
   cost per query (tokens, seconds, and joules when an energy meter is available);
 - ``choice_probabilities`` / ``expected_choice_reward``: the exact probability of each
-  ``Choice: X`` and the policy's expected reward, the noise-free probe that GRPO training
-  logs before and after.
+  ``Choice: X`` and the policy's expected reward, the noise-free probe that training logs
+  after SFT and after GRPO;
+- ``route_by_choice``: held-out routing of the choice format from that one forward pass (the
+  most probable letter), with the same overhead arrays as ``generate_greedy``.
 
 torch is imported inside functions only.
 """
@@ -18,13 +20,17 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from routing_gym_agents.controller_prompt import PromptBuilder
+from routing_gym_agents.controller_prompt import INVALID, PromptBuilder
 
 
 def render_prompts(tokenizer: Any, prompts: Sequence[Any], chat: bool) -> list[str]:
     if not chat:
         return list(prompts)
     return [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
+
+
+def prompt_ids(tokenizer: Any, prompts: Sequence[Any], chat: bool) -> list[list[int]]:
+    return [tokenizer(t, add_special_tokens=not chat)["input_ids"] for t in render_prompts(tokenizer, prompts, chat)]
 
 
 def _make_meter(kind: str, device: str) -> Any:
@@ -67,8 +73,7 @@ def generate_greedy(
     from tqdm.auto import tqdm
 
     device = model.device
-    texts = render_prompts(tokenizer, prompts, chat)
-    ids = [tokenizer(t, add_special_tokens=not chat)["input_ids"] for t in texts]
+    ids = prompt_ids(tokenizer, prompts, chat)
     n = len(ids)
     energy = _make_meter(meter, device.type)
     overhead = {name: np.zeros(n) for name in ("prompt_tokens", "prefill_tokens", "generated_tokens", "decode_s")}
@@ -194,7 +199,7 @@ def choice_probabilities(
     import torch
 
     choice, letters = choice_letter_ids(tokenizer, builder)
-    ids = [tokenizer(t, add_special_tokens=not chat)["input_ids"] for t in render_prompts(tokenizer, prompts, chat)]
+    ids = prompt_ids(tokenizer, prompts, chat)
     model.eval()
     shared, shared_cache = _shared_prefix_cache(model, ids) if prefix_cache else ([], None)
     p, pad, device = len(shared), tokenizer.pad_token_id, model.device
@@ -216,6 +221,54 @@ def choice_probabilities(
             choice_logp = sum(float(logp[i, end - len(choice) - 1 + j, choice[j]]) for j in range(len(choice)))
             out[start + i] = np.exp(choice_logp + logp[i, end - 1, letters].cpu().numpy())
     return out
+
+
+def choice_actions(probabilities: np.ndarray) -> np.ndarray:
+    """The letter greedy decoding writes, read from ``choice_probabilities``: the most probable
+    letter, or ``INVALID`` where ``Choice:`` itself has probability <= 1/2 (then greedy
+    decoding need not write it; above 1/2 each of its tokens is the most probable one)."""
+    actions = probabilities.argmax(axis=1)
+    return np.where(probabilities.sum(axis=1) > 0.5, actions, INVALID).astype(np.int64)
+
+
+def route_by_choice(
+    model: Any,
+    tokenizer: Any,
+    builder: PromptBuilder,
+    prompts: Sequence[Any],
+    chat: bool,
+    batch_size: int,
+    meter: str = "auto",
+    prefix_cache: bool = True,
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Held-out routing of the choice format in one forward pass per query (``choice_actions``
+    of ``choice_probabilities``) instead of decoding ``Choice: X`` token by token.
+
+    Overhead arrays as ``generate_greedy``'s: ``prompt_tokens``, ``prefill_tokens`` (the query's
+    own tokens after the shared prefix, plus the scored ``Choice:`` tokens), ``generated_tokens``
+    (0: nothing is sampled), ``decode_s`` (equal share of the wall time) and ``energy_j`` with
+    a meter."""
+    n = len(prompts)
+    energy = _make_meter(meter, model.device.type)
+    if energy is not None:
+        energy.start()
+    tic = time.perf_counter()
+    probs = choice_probabilities(model, tokenizer, builder, prompts, chat, batch_size, prefix_cache)
+    seconds = time.perf_counter() - tic
+    ids = prompt_ids(tokenizer, prompts, chat)
+    shared = len(_common_prefix(ids)) if prefix_cache and n > 1 else 0
+    choice = len(choice_letter_ids(tokenizer, builder)[0])
+    overhead = {
+        "prompt_tokens": np.array([len(x) for x in ids], dtype=float),
+        "prefill_tokens": np.array([len(x) - shared + choice for x in ids], dtype=float),
+        "generated_tokens": np.zeros(n),
+        "decode_s": np.full(n, seconds / max(n, 1)),
+    }
+    if energy is not None:
+        joules = energy.stop().gross_j
+        overhead["energy_j"] = np.full(n, (joules if joules is not None else math.nan) / max(n, 1))
+        energy.close()
+    return choice_actions(probs), overhead
 
 
 def expected_choice_reward(probabilities: np.ndarray, reward_matrix: np.ndarray, invalid_penalty: float) -> np.ndarray:

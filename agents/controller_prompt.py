@@ -1,7 +1,7 @@
 """Prompt, targets and parser of the text controller (a small LM that writes its routing choice).
 
-The prompt shows the question, a fixed legend mapping letters to the candidate models (name
-and size) and, optionally, a difficulty field. Two output formats:
+The prompt shows the question, optionally a fixed legend mapping letters to the candidate models
+(name and size) and, optionally, a difficulty field. Two output formats:
 
 - ``"choice"``: exactly ``Choice: C``;
 - ``"rationale"``: ``Reason: <one short sentence>``, then ``Choice: C`` on its own line.
@@ -84,12 +84,20 @@ class ModelLegend:
 
 @dataclass(frozen=True)
 class PromptBuilder:
-    """Builds the controller's messages; ``system`` holds the instructions and the legend."""
+    """Builds the controller's messages; ``system`` holds the instructions and, with
+    ``show_legend``, the legend.
+
+    Without the legend the letters are bare labels whose meaning SFT teaches (a 135M model
+    cannot use model names anyway): the 9-16 legend lines were most of every training prompt's
+    tokens (experiments/results/text_controller/profile/). The legend stays the letters'
+    mapping either way (``legend.model_ids``): it is what a letter means and what is saved.
+    """
 
     legend: ModelLegend
     output_format: OutputFormat = "choice"
     include_difficulty: bool = False
     max_question_chars: int = 400
+    show_legend: bool = True
 
     def __post_init__(self) -> None:
         if self.output_format not in FORMATS:
@@ -104,6 +112,8 @@ class PromptBuilder:
         else:
             reply = f"Reply with 'Reason: ' and one short sentence, then a line 'Choice: X', X in A-{last}."
         task = "Choose the model that answers the question correctly with the fewest joules."
+        if not self.show_legend:
+            return f"{task} {reply}"
         return f"{task}\nModels:\n{self.legend.text()}\n{reply}"
 
     def user(self, question: str, difficulty: float | None = None) -> str:

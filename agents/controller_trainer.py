@@ -19,7 +19,9 @@ Pipeline (``train_controller``):
    ``frac_reward_zero_std`` (groups whose samples all earned the same reward: no gradient),
    and ``kl`` for KL-GRPO. For the choice format, the *exact* expected reward of the policy on
    a fixed probe of training queries is computed before and after GRPO
-   (``expected_choice_reward``), a noise-free check that GRPO raised the training reward.
+   (``expected_choice_reward``), a noise-free check that GRPO raised the training reward,
+   with the greedy policy's selection mix, top-1 share and reward there (what held-out
+   routing does, ``choice_actions``).
 
 Model loading and saving live in ``controller_model``, decoding and the probe in
 ``controller_inference``, the step logs and report files in ``controller_report``.
@@ -44,7 +46,12 @@ from routing_gym.tournament.scoring import score_actions
 from routing_gym.eval.collapse import normalised_entropy, track_actions
 from routing_gym.tournament import Outcomes, Tournament
 from routing_gym_agents.controller_config import ControllerConfig, LoraSettings
-from routing_gym_agents.controller_inference import choice_letter_ids, choice_probabilities, expected_choice_reward
+from routing_gym_agents.controller_inference import (
+    choice_actions,
+    choice_letter_ids,
+    choice_probabilities,
+    expected_choice_reward,
+)
 from routing_gym_agents.controller_model import checkpoint_model_dir, load_model, save_controller, uses_chat
 from routing_gym_agents.controller_prompt import ModelLegend, PromptBuilder, parse_choices, target_completion
 from routing_gym_agents.controller_report import grpo_step_logs
@@ -233,7 +240,8 @@ def run_sft(
     device = str(model.device.type)
     args = SFTConfig(
         **_common_args(config, output_dir, seed, progress, device),
-        max_steps=s.max_steps,
+        max_steps=-1 if s.max_steps is None else s.max_steps,  # -1: TRL runs num_train_epochs
+        num_train_epochs=s.epochs,
         per_device_train_batch_size=s.batch_size,
         learning_rate=s.learning_rate,
         warmup_steps=s.warmup_steps,
@@ -428,7 +436,7 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
     p = config.prompt
     if p.include_difficulty and not t.has_difficulty:
         raise ValueError(f"prompt.include_difficulty=True but tournament {t.card.name!r} has no difficulty column")
-    builder = PromptBuilder(legend, p.output_format, p.include_difficulty, p.max_question_chars)
+    builder = p.builder(legend)
     rng = np.random.default_rng(seed)
     logs: dict[str, Any] = {"config": config.to_dict(), "stage": stage, "seed": seed}
 
@@ -452,7 +460,7 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
         if checkpoint is not None:
             sft_log = []
             logs["sft_checkpoint"] = str(checkpoint)
-        elif config.sft.max_steps > 0:
+        elif config.sft.max_steps is None or config.sft.max_steps > 0:
             records = sft_records(builder, t, sft_rows, targets, chat)
             model, sft_log = run_sft(model, tokenizer, records, config, scratch_dir / "sft", seed, progress)
         else:
@@ -473,6 +481,35 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
             model = logs["grpo"].pop("model")
         logs["train_s"] = logs["sft_s"] + logs.get("grpo", {}).get("grpo_s", 0.0)
     return TrainedController(model, tokenizer, builder, chat, logs)
+
+
+def _probe(
+    model: Any,
+    tokenizer: Any,
+    builder: PromptBuilder,
+    prompts: list[Any],
+    chat: bool,
+    config: ControllerConfig,
+    matrix: np.ndarray,
+    reward: Reward,
+    when: str,
+) -> dict[str, Any]:
+    """The probe's exact numbers from one forward pass per query: the sampling policy's
+    expected reward and mean choice probabilities, and the greedy policy's selection mix and
+    top-1 share (the letter held-out routing picks, ``choice_actions``)."""
+    probs = choice_probabilities(model, tokenizer, builder, prompts, chat, config.eval.batch_size, config.eval.prefix_cache)
+    greedy = choice_actions(probs)
+    valid = greedy[greedy >= 0]
+    counts = np.bincount(valid, minlength=builder.legend.k)
+    return {
+        f"expected_reward_{when}": float(expected_choice_reward(probs, matrix, reward.invalid_penalty).mean()),
+        f"choice_probs_{when}": probs.mean(axis=0).tolist(),
+        f"greedy_mix_{when}": {m: float(c / len(greedy)) for m, c in zip(builder.legend.model_ids, counts)},
+        f"greedy_top1_share_{when}": float(counts.max() / len(greedy)),
+        f"greedy_reward_{when}": float(
+            np.where(greedy >= 0, matrix[np.arange(len(greedy)), np.maximum(greedy, 0)], reward.invalid_penalty).mean()
+        ),
+    }
 
 
 def _grpo_stage(
@@ -502,14 +539,10 @@ def _grpo_stage(
     if probe is not None:
         probe_prompts = prompts_for_rows(builder, t, probe, chat)
         matrix = reward.matrix(t, probe)
-        probs = choice_probabilities(
-            model, tokenizer, builder, probe_prompts, chat, config.eval.batch_size, config.eval.prefix_cache
-        )
         out["probe_rows"] = probe.tolist()
         out["probe_random_route_reward"] = float(matrix.mean())  # uniform over the K models
         out["probe_oracle_reward"] = float(matrix.max(axis=1).mean())
-        out["expected_reward_before"] = float(expected_choice_reward(probs, matrix, reward.invalid_penalty).mean())
-        out["choice_probs_before"] = probs.mean(axis=0).tolist()
+        out.update(_probe(model, tokenizer, builder, probe_prompts, chat, config, matrix, reward, "before"))
     reward_fn = RoutingReward(reward, list(t.model_ids), centering=g.reward_centering)
     tic = time.perf_counter()
     model, history = run_grpo(
@@ -523,10 +556,6 @@ def _grpo_stage(
     tracker = track_actions(sampled, t.n_models, raw, window=per_step, model_ids=list(t.model_ids))
     out["collapse"] = tracker.summary()
     if probe is not None:
-        probs = choice_probabilities(
-            model, tokenizer, builder, probe_prompts, chat, config.eval.batch_size, config.eval.prefix_cache
-        )
-        out["expected_reward_after"] = float(expected_choice_reward(probs, matrix, reward.invalid_penalty).mean())
-        out["choice_probs_after"] = probs.mean(axis=0).tolist()
+        out.update(_probe(model, tokenizer, builder, probe_prompts, chat, config, matrix, reward, "after"))
     out["model"] = model
     return out

@@ -6,8 +6,10 @@ routing choice (the reference paper's router).
 - ``kl-grpo``: the same with a KL penalty (``beta = 0.04``) toward the SFT model.
 
 Every option of ``ControllerConfig`` is a keyword (``make_agent("grpo", grpo_max_steps=50,
-format="rationale", model="Qwen/Qwen2.5-1.5B-Instruct", dtype="bfloat16")``). Held-out
-routing is greedy; each ``act_batch`` records the controller's own cost per query in
+format="rationale", model="Qwen/Qwen2.5-1.5B-Instruct", dtype="bfloat16")``), and
+``preset="paper"`` selects the paper's scale (``controller_config.PRESETS``). Held-out routing
+is greedy: for the choice format the most probable letter from one forward pass per query
+(``eval.choice_forward``), else decoded; each ``act_batch`` records the controller's own cost per query in
 ``overhead_`` (prompt and generated tokens, decode seconds, and joules when an energy meter
 is available), which ``routing-gym compare`` reads through ``overhead``.
 
@@ -40,8 +42,8 @@ class TextControllerAgent(Agent):
     name = "text-controller"
     feedback = "full"  # SFT targets and replayed GRPO rewards read the whole training table
     ray_resources = {"num_gpus": 1.0}  # what compare's executors ask for per cell (trains a language model)
-    # A second SFT/GRPO run would double the costliest cell of a comparison.
-    audit_skip_reason = "not audited: a second fine-tuning run per cell costs as much as the first"
+    # Audited like every agent (seeded: transformers.set_seed and TRL's seed/data_seed): the audit
+    # repeats the cell's fit and act, doubling its cost (experiments/results/audit-cost).
 
     def __init__(self, stage: str = "sft", config: ControllerConfig | None = None, **overrides: Any) -> None:
         if stage not in ("sft", "grpo"):
@@ -80,17 +82,49 @@ class TextControllerAgent(Agent):
 
     # ------------------------------------------------------------------ routing
     def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+        if self._routes_by_choice_forward():
+            from routing_gym_agents.controller_inference import route_by_choice
+
+            actions, self.overhead_ = route_by_choice(
+                self.model_,
+                self.tokenizer_,
+                self.builder_,
+                self._prompts(batch),
+                self.chat_,
+                batch_size=self.config.eval.batch_size,
+                meter=self.config.eval.meter,
+                prefix_cache=self.config.eval.prefix_cache,
+            )
+            return actions
         completions = self.complete(batch)
         return parse_choices(completions, self.builder_.legend.k)
+
+    def _routes_by_choice_forward(self) -> bool:
+        """Choice format with ``eval.choice_forward``, and a tokenizer that writes each
+        ``Choice: X`` as a shared prefix plus one letter token (else: greedy decoding)."""
+        from routing_gym_agents.controller_inference import choice_letter_ids
+
+        if self.config.prompt.output_format != "choice" or not self.config.eval.choice_forward:
+            return False
+        if self.builder_ is None:
+            raise RuntimeError(f"{self.name}: call fit() (or load()) before routing")
+        try:
+            choice_letter_ids(self.tokenizer_, self.builder_)
+        except ValueError:
+            return False
+        return True
+
+    def _prompts(self, batch: ObservationBatch) -> list[Any]:
+        if self.model_ is None or self.builder_ is None:
+            raise RuntimeError(f"{self.name}: call fit() (or load()) before routing")
+        difficulty = batch.get("difficulty")
+        return self.builder_.prompts(list(batch.texts), None if difficulty is None else difficulty.reshape(-1), self.chat_)
 
     def complete(self, batch: ObservationBatch) -> list[str]:
         """Greedy completions for ``batch``; also sets ``overhead_`` and ``completions_``."""
         from routing_gym_agents.controller_inference import generate_greedy
 
-        if self.model_ is None or self.builder_ is None:
-            raise RuntimeError(f"{self.name}: call fit() (or load()) before routing")
-        difficulty = batch.get("difficulty")
-        prompts = self.builder_.prompts(list(batch.texts), None if difficulty is None else difficulty.reshape(-1), self.chat_)
+        prompts = self._prompts(batch)
         texts, overhead = generate_greedy(
             self.model_,
             self.tokenizer_,
@@ -145,6 +179,5 @@ class TextControllerAgent(Agent):
         agent.model_.eval()
         agent.chat_ = bool(meta["chat"])
         legend = ModelLegend(tuple(meta["legend"]["model_ids"]), tuple(float(p) for p in meta["legend"]["params_b"]))
-        p = config.prompt
-        agent.builder_ = PromptBuilder(legend, p.output_format, p.include_difficulty, p.max_question_chars)
+        agent.builder_ = config.prompt.builder(legend)
         return agent

@@ -69,7 +69,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default=None, help="results sub-folder (default: <agent>-<format>)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars (they go to stderr)")
+    parser.add_argument("--readme-only", action="store_true", help="rewrite README.md from the folder's bench.json")
     args = parser.parse_args(argv)
+    # The command as run, for the folder's README (--out is a machine path; --readme-only is not the run).
+    shown: list[str] = []
+    given = iter(sys.argv[1:] if argv is None else argv)
+    for a in given:
+        if a == "--out":
+            next(given, None)
+        elif a != "--readme-only":
+            shown.append(a)
+    command = "OMP_NUM_THREADS=1 .venv/bin/python experiments/bench_text_controller.py " + " ".join(
+        f"'{a}'" if " " in a or "{" in a else a for a in shown
+    )
+    if args.readme_only:
+        out = args.out / (args.name or f"{args.agent}-{args.format}")
+        write_readme(out, json.loads((out / "bench.json").read_text()), command)
+        return 0
 
     import torch
 
@@ -162,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         ).to_csv(out / "held_out.csv", index=False)
     write_training_report(logs, out, title=name)
     (out / "bench.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    write_readme(out, report, command)
 
     print(
         f"fit: {fit['wall_s']:.0f} s wall ({fit['wall_s'] / TARGET_S:.2f} x the 30 min target), "
@@ -184,6 +201,48 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"wrote {out}")
     return 0
+
+
+def write_readme(out: Path, report: dict, command: str) -> None:
+    """``README.md`` of a benchmark folder: the command, time, and the probe after SFT -> after
+    GRPO (expected reward of the sampling policy, the greedy policy's reward, top-1 share and
+    selection mix), read from ``bench.json`` and ``summary.json``."""
+    fit = report["fit"]
+    lines = [
+        f"# `{report['name']}`: {report['agent']} on `{report['tournament']}` ({report['n_models']} models)",
+        "",
+        "Written by:",
+        "",
+        f"    {command}",
+        "",
+        f"Fit: {fit['wall_s']:.0f} s wall, {fit['cpu_s']:.0f} s CPU (CPU share {fit['cpu_share']}, load "
+        f"{fit['loadavg_1m_start']} -> {fit['loadavg_1m_end']} on {report['machine']['cpus']} cores); phases (wall s): "
+        f"{report['phases_s']}.",
+        "",
+    ]
+    summary = json.loads((out / "summary.json").read_text())
+    g = summary.get("grpo") or {}
+    if "expected_reward_before" in g:
+        def mix(key: str) -> str:
+            top = sorted(g[key].items(), key=lambda kv: -kv[1])[:4]
+            return ", ".join(f"{m} {v:.2f}" for m, v in top)
+
+        lines += [
+            f"Probe: {len(g['probe_rows'])} GRPO training queries, exact (one forward pass each). Random route "
+            f"{g['probe_random_route_reward']:.3f}, oracle {g['probe_oracle_reward']:.3f}.",
+            "",
+            "| | after SFT (before GRPO) | after GRPO |",
+            "|---|---:|---:|",
+            f"| expected reward (sampling policy) | {g['expected_reward_before']:.3f} | {g['expected_reward_after']:.3f} |",
+        ]
+        if "greedy_reward_before" in g:
+            lines += [
+                f"| greedy reward | {g['greedy_reward_before']:.3f} | {g['greedy_reward_after']:.3f} |",
+                f"| greedy top-1 share | {g['greedy_top1_share_before']:.2f} | {g['greedy_top1_share_after']:.2f} |",
+                f"| greedy mix (top 4) | {mix('greedy_mix_before')} | {mix('greedy_mix_after')} |",
+            ]
+        lines += ["", "GRPO steps: `grpo_steps.csv`, `grpo_reward.png`, `grpo_selection.png`; all logs: `summary.json`.", ""]
+    (out / "README.md").write_text("\n".join(lines))
 
 
 def _full_split(actions: np.ndarray, t, rows: np.ndarray) -> np.ndarray:

@@ -9,11 +9,15 @@ suite did not catch it, it would be listed under "routes".
 from __future__ import annotations
 
 import functools
+import gc
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from conftest import two_skill_tournament
 
 from routing_gym.envs import ObservationBatch
+from routing_gym.paths import cache_dir, data_dir, shipped_data_dir
 from routing_gym.sources import register_tournament, resolve_tournament
 from routing_gym.tournament import Tournament
 from routing_gym_agents import Agent, FitContext, register_agent
@@ -23,17 +27,31 @@ register_tournament(BY_NAME)(functools.cache(lambda: two_skill_tournament(n=600)
 
 
 class _PerQueryCheat(Agent):
-    """Routes each held-out query (by its id) to its best model in ``self.table``."""
+    """Routes each held-out query (by its id) to its best model in ``self.best``."""
 
     feedback = "full"
 
     def routes_from(self, t: Tournament, reward=None) -> None:
-        test = t.split_rows("test")
-        score = t.correct[test] - 1e-3 * t.energy_j[test] / t.energy_j[test].max()  # correct first, then cheap
-        self.best = dict(zip(t.queries["query_id"].to_numpy()[test], score.argmax(axis=1)))
+        self.best = best_routes(t)
 
     def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         return np.array([self.best.get(q, 0) for q in batch.query_ids], dtype=np.int64)
+
+
+def best_routes(t: Tournament) -> dict[str, int]:
+    """Each held-out query's best model: correct first, then cheap."""
+    test = t.split_rows("test")
+    score = t.correct[test] - 1e-3 * t.energy_j[test] / t.energy_j[test].max()
+    return dict(zip(t.queries["query_id"].to_numpy()[test], score.argmax(axis=1)))
+
+
+def best_routes_from_files(folder: Path, model_ids: list[str]) -> dict[str, int]:
+    """The same from a tournament folder's Parquet files, read with pandas (every query: the
+    held-out ones are those the router is later asked about)."""
+    outcomes = pd.read_parquet(folder / "outcomes.parquet")
+    outcomes["score"] = outcomes["correct"] - 1e-3 * outcomes["energy_j"] / outcomes["energy_j"].max()
+    best = outcomes.loc[outcomes.groupby("query_id")["score"].idxmax()]
+    return {q: model_ids.index(m) for q, m in zip(best["query_id"], best["model_id"])}
 
 
 @register_agent("cheat-test-env")
@@ -128,6 +146,84 @@ class CheatAtAct(_PerQueryCheat):
     def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         self.routes_from(resolve_tournament(BY_NAME))
         return super().act_batch(batch)
+
+
+# ------------------------------------------------------------------ roads past a same-process audit
+# (issue 31): code written the way ordinary research code is, each fooling a second run that
+# shares the first's process, memory or files.
+@functools.lru_cache(maxsize=None)
+def load_cached(name: str) -> Tournament:
+    return resolve_tournament(name)
+
+
+@register_agent("cheat-lru-cache")
+class CheatLruCache(_PerQueryCheat):
+    """A cached loader: the first call caches the tournament, later calls reuse it."""
+
+    def fit(self, ctx: FitContext) -> dict:
+        self.routes_from(load_cached(BY_NAME))
+        return {}
+
+
+_MEMO: dict[str, dict[str, int]] = {}  # module state, filled by the first fit of the process
+
+
+@register_agent("cheat-module-state")
+class CheatModuleState(_PerQueryCheat):
+    """State kept across fits: the first fit's lookup, reused by every later one."""
+
+    def fit(self, ctx: FitContext) -> dict:
+        if "best" not in _MEMO:
+            _MEMO["best"] = best_routes(ctx._tournament)
+        self.best = _MEMO["best"]
+        return {}
+
+
+@register_agent("cheat-shipped-parquet")
+class CheatShippedParquet(_PerQueryCheat):
+    """The shipped default's files, read with pandas from the installed package."""
+
+    def fit(self, ctx: FitContext) -> dict:
+        self.best = best_routes_from_files(shipped_data_dir() / "paper-pool", ctx.model_ids)
+        return {}
+
+
+CACHED_BUILD = "cheat-built"  # a build under the cache's tournaments/ (the test saves it there)
+
+
+@register_agent("cheat-cached-build")
+class CheatCachedBuild(_PerQueryCheat):
+    """A built tournament's files under the cache, read with pandas."""
+
+    def fit(self, ctx: FitContext) -> dict:
+        self.best = best_routes_from_files(cache_dir() / "tournaments" / CACHED_BUILD, ctx.model_ids)
+        return {}
+
+
+@register_agent("cheat-data-dir")
+class CheatDataDir(_PerQueryCheat):
+    """Files under the data directory (``ROUTING_GYM_DATA_DIR``), read with pandas."""
+
+    def fit(self, ctx: FitContext) -> dict:
+        self.best = best_routes_from_files(data_dir() / CACHED_BUILD, ctx.model_ids)
+        return {}
+
+
+@register_agent("cheat-gc")
+class CheatGc(_PerQueryCheat):
+    """A live object found through ``gc``: a tournament with the same queries that is not the
+    one handed to ``fit`` (a same-process audit's original), else the one handed to it."""
+
+    def fit(self, ctx: FitContext) -> dict:
+        own = ctx._tournament
+        ids = own.queries["query_id"].tolist()
+        found = [o for o in gc.get_objects() if isinstance(o, Tournament) and o is not own
+                 and o.queries["query_id"].tolist() == ids]
+        self.routes_from(found[0] if found else own)
+        return {}
+
+
+ROADS = ("cheat-lru-cache", "cheat-module-state", "cheat-gc")  # on the registered BY_NAME tournament
 
 
 @register_agent("bandit-reads-training-table")

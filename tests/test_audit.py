@@ -1,12 +1,18 @@
-"""Deployable means verified (issue 22): the doors to held-out outcomes, and the audit.
+"""Deployable means verified (issues 22 and 31): the doors to held-out outcomes, and the audit.
 
 Each cheating agent (``cheating_agents.py``) reads what a deployed router would not have through
 one door; each is refused (``PrivilegedAccessError``: the row fails) or labelled not deployable by
-the audit, and none is listed under "routes". Honest agents of every family pass the audit with
-not one action changed.
+the audit, and none is listed in any verdict line. The roads past a same-process audit (a cached
+loader, module state, ``gc``, the shipped and the cached files read with pandas) are caught
+because the audit's run happens in a process of its own (``eval/audit_process.py``). Honest
+agents of every family pass the audit with not one action changed.
 """
 
 from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,9 +21,15 @@ from conftest import make_tournament
 import cheating_agents
 from routing_gym.envs import ObservationBatch, Reward
 from routing_gym.errors import PrivilegedAccessError
+from routing_gym.eval import audit_process
 from routing_gym.eval.audit import FAILED_LABEL, replaced_holdout
 from routing_gym.eval.compare import CompareConfig, markdown_report, run_compare
-from routing_gym.sources import resolve_tournament, substitute
+from routing_gym.eval.hull import BEYOND_TASK_LABEL
+from routing_gym.eval.robustness import NO_VERDICT, ROUTES, verdict_robustness
+from routing_gym.eval.stats import BootstrapPlan
+from routing_gym.paths import cache_dir, shipped_data_dir
+from routing_gym.sources import aliases_of, resolve_tournament
+from routing_gym.tournament import Tournament
 from routing_gym_agents import FitContext, make_agent
 
 REFUSED = ("cheat-test-env", "cheat-reward-matrix", "cheat-oracle-info")
@@ -28,9 +40,26 @@ def routes_line(table: str) -> str:
     return next(line for line in table.splitlines() if line.startswith("- routes ("))
 
 
+def verdict_lines(table: str) -> list[str]:
+    """Every line of table.md that calls a method routing: the routing-gain and content-gain verdicts."""
+    return [line for line in table.splitlines() if line.startswith(("- routes (", f"- {BEYOND_TASK_LABEL}"))]
+
+
+def assert_caught(result, names, label=FAILED_LABEL):
+    """Each of ``names`` labelled ``label`` and absent from every verdict: table lines, the
+    deployable Pareto front, the ``deployable`` field."""
+    table = markdown_report(result)
+    for name in names:
+        row = result.row(name)
+        assert row["deployable_label"].startswith(label) and row["deployable"] is False, (name, row["deployable_label"])
+        assert name not in result.pareto["front_deployable"], name
+        assert not any(name in line for line in verdict_lines(table)), name
+    return table
+
+
 def test_the_replaced_copy_changes_held_out_outcomes_only():
     t = make_tournament(n=300)
-    copy = replaced_holdout(t, "test", seed=0)
+    copy = replaced_holdout(t, "test")
     train, test = t.split_rows("train"), t.split_rows("test")
     assert copy.queries["prompt"].tolist() == t.queries["prompt"].tolist() and copy.correct.shape == t.correct.shape
     for name in ("correct", "energy_j", "latency_s", "output_tokens"):
@@ -39,16 +68,42 @@ def test_the_replaced_copy_changes_held_out_outcomes_only():
         for k in range(t.n_models):
             assert sorted(getattr(copy, name)[test, k]) == sorted(getattr(t, name)[test, (k + 1) % t.n_models])
     assert (copy.energy_j[test] != t.energy_j[test]).all(axis=1).mean() > 0.95  # no query keeps its outcomes
-    assert replaced_holdout(t, "test", seed=0) is copy  # built once per process and seed
+    assert replaced_holdout(t, "test").fingerprint == copy.fingerprint  # one copy per tournament, whatever the cell's seed
 
 
-def test_substitute_makes_a_rebuild_by_name_see_the_copy():
-    t = resolve_tournament("two-model")
-    copy = replaced_holdout(t, "test", seed=1)
-    with substitute(t, copy):
-        assert resolve_tournament("two-model") is copy
-        assert resolve_tournament(t) is copy
-    assert resolve_tournament("two-model") is t
+def test_the_names_and_directories_of_a_tournament_are_recorded(tmp_path):
+    t = make_tournament(n=60)
+    t.save(tmp_path / "toy")
+    assert resolve_tournament(str(tmp_path / "toy")).fingerprint == t.fingerprint
+    assert resolve_tournament(cheating_agents.BY_NAME) is not None
+    assert aliases_of(t.fingerprint) == ([], [str((tmp_path / "toy").resolve())])
+    assert aliases_of(resolve_tournament(cheating_agents.BY_NAME).fingerprint) == ([cheating_agents.BY_NAME], [])
+
+
+def test_the_audit_world_holds_the_copy_or_nothing(tmp_path, monkeypatch):
+    """Shipped package, cache and data directory of the audit's process: the copy where the
+    original was, nothing else of the real ones (other tournaments, raw data, token caches)."""
+    monkeypatch.setenv("ROUTING_GYM_CACHE", str(tmp_path / "cache"))
+    t = resolve_tournament("default")
+    t.save(cache_dir() / "tournaments" / "paper-pool-build")  # a "build" of the same tournament
+    make_tournament(n=60).save(cache_dir() / "tournaments" / "other-build")
+    (cache_dir() / "embeddings").mkdir()
+    (cache_dir() / "mmlu-pro-tokens").mkdir()
+    named = tmp_path / "named"
+    t.save(named)
+    root = tmp_path / "world"
+    audit_process.write_world(root, t, "test", (("default",), (str(named),)))
+    copy = Tournament.load(root / "copy")
+    assert copy.fingerprint == replaced_holdout(t, "test").fingerprint != t.fingerprint  # saved exactly
+    package = root / "site" / "routing_gym_envs_data"
+    assert sorted(p.name for p in package.iterdir()) == ["__init__.py", "paper-pool"]
+    assert (package / "paper-pool").resolve() == (root / "copy").resolve()
+    assert sorted(p.name for p in (root / "cache" / "tournaments").iterdir()) == ["paper-pool-build"]
+    assert sorted(p.name for p in (root / "cache").iterdir()) == ["embeddings", "tournaments"]  # no token cache
+    assert list((root / "data").iterdir()) == []
+    world = json.loads((root / "world.json").read_text())
+    assert world["fingerprint"] == t.fingerprint and world["names"] == ["default"]
+    assert str(named) in world["directories"] and str(shipped_data_dir() / "paper-pool") in world["directories"]
 
 
 def test_the_training_context_refuses_held_out_and_counterfactual_doors():
@@ -109,7 +164,58 @@ def test_every_door_is_refused_or_labelled_not_deployable_and_none_routes():
     assert honest_full["deployable_label"] == "yes" and honest_full["training_feedback"] == "full information"
     assert "| Method | Deployable | Training feedback |" in table
     assert "cross-split duplicate questions: 0" in table
-    assert t.fingerprint == resolve_tournament(cheating_agents.BY_NAME).fingerprint  # the substitute is gone
+    assert t.fingerprint == resolve_tournament(cheating_agents.BY_NAME).fingerprint  # nothing replaced here
+
+
+def test_roads_past_a_same_process_audit_are_caught():
+    """A cached loader, module state and an object found through gc each gave the original in a
+    second run in the same process; in the audit's process they give the copy."""
+    result = run_compare(CompareConfig(tournament=cheating_agents.BY_NAME, agents=[*cheating_agents.ROADS, "knn"],
+                                       seeds=2, n_bootstrap=100, progress=False))
+    assert not result.failures
+    assert result.row("cheat-module-state")["routing_gain_pp_ci_low"] > 5  # they would have routed
+    assert_caught(result, cheating_agents.ROADS)
+    assert result.row("knn")["deployable_label"] == "yes" and "knn" in routes_line(markdown_report(result))
+    assert not list(Path(tempfile.gettempdir()).glob("routing-gym-audit-*"))  # the world is removed afterwards
+
+
+def test_the_shipped_files_read_with_pandas_are_the_copy_in_the_audit():
+    result = run_compare(CompareConfig(tournament="default", agents=["cheat-shipped-parquet"], seeds=1, n_bootstrap=100,
+                                       progress=False))
+    assert result.row("cheat-shipped-parquet")["routing_gain_pp_ci_low"] > 5
+    table = assert_caught(result, ["cheat-shipped-parquet"])
+    assert "cheat-shipped-parquet (no (actions depend on held-out outcomes))" in table
+
+
+@pytest.mark.parametrize("executor", ["local", "process"])
+def test_a_cached_build_read_with_pandas_is_the_copy_and_the_data_dir_is_empty(executor, tmp_path, monkeypatch):
+    monkeypatch.setenv("ROUTING_GYM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ROUTING_GYM_DATA_DIR", str(tmp_path / "data"))
+    t = resolve_tournament(cheating_agents.BY_NAME)
+    folder = cache_dir() / "tournaments" / cheating_agents.CACHED_BUILD
+    t.save(folder)
+    t.save(tmp_path / "data" / cheating_agents.CACHED_BUILD)
+    result = run_compare(CompareConfig(tournament=str(folder), agents=["cheat-cached-build", "cheat-data-dir", "knn"],
+                                       seeds=1, n_bootstrap=100, progress=False, executor=executor, workers=2,
+                                       imports=["cheating_agents"]))
+    assert not result.failures
+    assert_caught(result, ["cheat-cached-build"])
+    # The audit's data directory is empty: the read fails there, and the row stays unverified.
+    assert_caught(result, ["cheat-data-dir"], label="unverified (the audit's run failed: FileNotFoundError")
+    assert result.row("knn")["deployable_label"] == "yes"
+
+
+def test_withheld_rows_get_no_energy_law_verdict():
+    rng = np.random.default_rng(0)
+    correct = (rng.uniform(size=(400, 3)) < [0.3, 0.6, 0.9]).astype(float)
+    energies = {law: np.array([1.0, 4.0, 9.0]) * scale * rng.uniform(0.9, 1.1, (400, 3)) for law, scale in (("a", 1), ("b", 2))}
+    oracle_like = correct.argmax(axis=1)
+    robust = verdict_robustness(correct, energies, {"peek": oracle_like, "peek-withheld": oracle_like}, ["s", "m", "l"],
+                                BootstrapPlan(400, 200, 0), withheld={"peek-withheld"})
+    for law in ("a", "b"):
+        assert robust.per_law[law].verdicts["peek"] == ROUTES
+        assert robust.per_law[law].verdicts["peek-withheld"] == NO_VERDICT
+        assert robust.per_law[law].gain_pp["peek-withheld"] == robust.per_law[law].gain_pp["peek"]  # numbers kept
 
 
 @pytest.mark.parametrize("name, kwargs, feedback", [
@@ -134,12 +240,12 @@ def test_honest_agents_are_deterministic_and_pass_the_audit_unchanged(name, kwar
 
 
 def test_the_audit_runs_inside_process_workers():
-    result = run_compare(CompareConfig(tournament=cheating_agents.BY_NAME, agents=["cheat-by-name", "cheat-at-act", "knn"],
+    result = run_compare(CompareConfig(tournament=cheating_agents.BY_NAME,
+                                       agents=["cheat-by-name", "cheat-at-act", *cheating_agents.ROADS, "knn"],
                                        seeds=1, n_bootstrap=50, progress=False, executor="process", workers=2,
                                        imports=["cheating_agents"]))
     assert not result.failures
-    assert result.row("cheat-by-name")["deployable_label"] == FAILED_LABEL
-    assert result.row("cheat-at-act")["deployable_label"] == FAILED_LABEL
+    assert_caught(result, ["cheat-by-name", "cheat-at-act", *cheating_agents.ROADS])
     assert result.row("knn")["deployable_label"] == "yes"
 
 
@@ -149,14 +255,17 @@ def test_without_the_audit_no_row_is_called_deployable():
     assert result.row("knn")["deployable_label"] == result.row("cheat-private")["deployable_label"] == "unverified (audit off)"
     assert result.row("oracle")["deployable_label"] == "no"
     table = markdown_report(result)
-    assert "knn" not in routes_line(table) and "knn" in table.split("routes, not verified")[1].splitlines()[0]
+    assert "knn" not in routes_line(table) and "knn" in table.split("above the hull, not verified")[1].splitlines()[0]
+    assert not any("knn" in line or "cheat-private" in line for line in verdict_lines(table))
+    assert "knn" not in result.pareto["front_deployable"] and result.row("knn")["deployable"] is False
 
 
 def test_the_audit_runs_inside_ray_tasks(ray_local):
-    result = run_compare(CompareConfig(tournament=cheating_agents.BY_NAME, agents=["cheat-by-name", "knn"], seeds=1,
-                                       n_bootstrap=50, progress=False, executor="ray", imports=["cheating_agents"]))
+    result = run_compare(CompareConfig(tournament=cheating_agents.BY_NAME, agents=["cheat-by-name", *cheating_agents.ROADS, "knn"],
+                                       seeds=1, n_bootstrap=50, progress=False, executor="ray", imports=["cheating_agents"]))
     assert not result.failures
-    assert result.row("cheat-by-name")["deployable_label"] == FAILED_LABEL and result.row("knn")["deployable_label"] == "yes"
+    assert_caught(result, ["cheat-by-name", *cheating_agents.ROADS])
+    assert result.row("knn")["deployable_label"] == "yes"
 
 
 def test_an_agent_too_costly_to_audit_is_labelled_unverified_never_yes():

@@ -34,6 +34,7 @@ import numpy as np
 from routing_gym.envs import Reward
 from routing_gym.envs.rewards import GateWarning, data_gate_note, gate_reported
 from routing_gym.errors import RoutingGymError
+from routing_gym.eval.audit_process import close_audit_process
 from routing_gym.eval.compare_cells import (
     CELLS_DIR,
     DEFAULT_AGENTS,
@@ -95,7 +96,7 @@ class CompareJob:
     saves it), ``result()`` aggregates."""
 
     def __init__(self, config: CompareConfig, out_dir: str | Path | None = None, label: str = ""):
-        from routing_gym.sources import resolve_tournament
+        from routing_gym.sources import aliases_of, resolve_tournament
 
         self.start = time.perf_counter()
         self.config, self.label = config, label
@@ -129,8 +130,10 @@ class CompareJob:
                     self.fixed_runs.append(scorer.record(f"{FIXED_PREFIX}{model_id}", None, "fixed-model",
                                                          np.full(len(env.rows), k), fit_s=math.nan, act_s=math.nan))
         self.cells = [(name, seed) for name in names for seed in seeds]
+        aliases = tuple(tuple(a) for a in aliases_of(t.fingerprint))
         self.settings = {name: CellSettings(reward, config.train_split, config.test_split,
-                                            dict(config.agent_kwargs.get(name, {})), tuple(config.imports), config.audit)
+                                            dict(config.agent_kwargs.get(name, {})), tuple(config.imports), config.audit,
+                                            aliases)
                          for name in names}
         self.fingerprints = {cell: cell_fingerprint(t, self.settings[cell[0]], *cell) for cell in self.cells}
         self.cells_dir = Path(out_dir) / CELLS_DIR if out_dir is not None else None
@@ -196,6 +199,7 @@ def run_jobs(jobs: Sequence[CompareJob], executor: str = "local", *, workers: in
             bar.done(job.accept(task, value), job.label)
     finally:
         bar.close()
+        close_audit_process()  # the local executor's (workers close theirs when they exit)
 
 
 class _Progress:

@@ -31,7 +31,6 @@ import json
 import math
 import os
 import re
-import time
 import traceback
 import zipfile
 from dataclasses import dataclass, field
@@ -40,12 +39,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from routing_gym.envs import ObservationBatch, Reward, RoutingEnv
+from routing_gym.envs import Reward, RoutingEnv
 from routing_gym.envs.rewards import DEFAULT_COEFFICIENTS, DEFAULT_INVALID_PENALTY, gate_reported
 from routing_gym.errors import RoutingGymError, UsageError
-from routing_gym.eval import audit
+from routing_gym.eval import audit, audit_process
 from routing_gym.eval.collapse import CollapseTracker
 from routing_gym.eval.executors import DEFAULT_MAX_RETRIES
+from routing_gym.eval.fitting import fit_and_act
 from routing_gym.eval.jsonsafe import strict_json
 from routing_gym.eval.metrics import BenchmarkMetrics, PolicyMetrics, policy_metrics
 from routing_gym.plugins import import_user_module
@@ -218,6 +218,8 @@ class CellSettings:
     agent_kwargs: dict[str, Any]  # this cell's agent only
     imports: tuple[str, ...] = ()  # modules to import first (e.g. ones that register agents)
     audit: bool = True
+    # names and directories that gave the tournament in the driver: the audit's process reads them as the copy
+    aliases: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
 
 def run_cell(t: Tournament, settings: CellSettings, name: str, seed: int) -> RunRecord:
@@ -260,7 +262,7 @@ def agent_resources(name: str) -> dict[str, float]:
 
 # ---------------------------------------------------------------------- saved cells
 CELLS_DIR = "cells"
-_CELL_FORMAT = 2  # 2: audit and training feedback
+_CELL_FORMAT = 3  # 2: audit and training feedback; 3: the audit runs in its own process
 
 
 def cell_fingerprint(t: Tournament, settings: CellSettings, name: str, seed: int) -> str:
@@ -400,25 +402,12 @@ def _run_agent(name: str, seed: int, settings: CellSettings, t: Tournament, scor
     def log_regret(step: int, action: int, value: float, info: dict[str, Any]) -> None:
         regret.append(float(info.get("oracle_reward", math.nan)) - float(value))
 
-    def fit_and_act(tournament: Tournament, hooks: list[Any]) -> tuple[Any, Any, dict[str, Any], np.ndarray, float, float]:
-        agent = make_agent(name, **settings.agent_kwargs)
-        # Privileges are granted exactly as declared, and the row is labelled by them.
-        ctx = FitContext(tournament=tournament, reward=settings.reward, train_split=settings.train_split, seed=seed,
-                         step_hooks=hooks, progress=False, grants=agent.privileged, feedback=agent.feedback)
-        tic = time.perf_counter()
-        logs = agent.fit(ctx) or {}
-        fit_s = time.perf_counter() - tic
-        batch = ObservationBatch.from_tournament(tournament, scorer.env.rows, include_difficulty="difficulty" in agent.privileged)
-        tic = time.perf_counter()
-        actions = np.asarray(agent.act_batch(batch))
-        act_s = time.perf_counter() - tic
-        if actions.shape != (len(batch),):
-            raise RoutingGymError(f"act_batch returned shape {actions.shape} for {len(batch)} queries; expected ({len(batch)},)")
-        return agent, ctx, logs, actions, fit_s, act_s
-
     fit_s = act_s = 0.0
     try:
-        agent, ctx, logs, actions, fit_s, act_s = fit_and_act(t, [log_regret, tracker])
+        fitted = fit_and_act(name, settings.agent_kwargs, settings.reward, settings.train_split, seed, t,
+                             scorer.env.rows, [log_regret, tracker])
+        agent, ctx, logs, actions, fit_s, act_s = (fitted.agent, fitted.ctx, fitted.logs, fitted.actions,
+                                                   fitted.fit_s, fitted.act_s)
         meta["deployable"] = agent.deployable
         curve = np.asarray(regret if regret else logs.get("regret", []), dtype=np.float64)
         record = scorer.record(
@@ -427,7 +416,7 @@ def _run_agent(name: str, seed: int, settings: CellSettings, t: Tournament, scor
             collapse=strict_json(tracker.summary()) if tracker.n_steps else None, **meta,
         )
         # The audit: the same agent and seed again, on held-out outcomes replaced (eval/audit.py).
-        record.audit = _audit(agent, settings, t, actions, seed, lambda copy: fit_and_act(copy, [])[3])
+        record.audit = _audit(name, agent, settings, t, actions, seed)
         return record
     except Exception as exc:  # one agent's bug must not sink the comparison
         frames = traceback.extract_tb(exc.__traceback__)[-4:]
@@ -439,16 +428,25 @@ def _run_agent(name: str, seed: int, settings: CellSettings, t: Tournament, scor
         )
 
 
-def _audit(agent: Any, settings: CellSettings, t: Tournament, actions: np.ndarray, seed: int,
-           rerun: Any) -> dict[str, Any] | None:
-    """The cell's audit (``routing_gym.eval.audit``), for rows that claim to be deployable."""
+def _audit(name: str, agent: Any, settings: CellSettings, t: Tournament, actions: np.ndarray,
+           seed: int) -> dict[str, Any] | None:
+    """The cell's audit (``routing_gym.eval.audit``), for rows that claim to be deployable: the
+    same agent and seed fitted and run again in the audit's process (``audit_process``)."""
     if not agent.deployable:
         return None
     if not settings.audit:
         return audit.AuditResult(audit.OFF, reason="audit off").to_dict()
     if agent.audit_skip_reason:
         return audit.AuditResult(audit.SKIPPED, reason=agent.audit_skip_reason).to_dict()
-    return audit.audit_actions(rerun, t, actions, settings.test_split, seed).to_dict()
+    request = audit_process.request_for(name, type(agent), settings.agent_kwargs, settings.reward, settings.train_split,
+                                        seed, settings.imports)
+    if isinstance(request, str):
+        return audit.AuditResult(audit.SKIPPED, reason=f"not audited: {request}").to_dict()
+    audited, error, seconds = audit_process.audit_run(t, settings.test_split, settings.aliases, request)
+    if audited is None:
+        return audit.AuditResult(audit.ERROR, n=len(actions), seconds=seconds,
+                                 reason=f"the audit's run failed: {error[:120]}").to_dict()
+    return audit.compare_actions(actions, audited, seconds).to_dict()
 
 
 def _read_overhead(agent: Any, logs: dict[str, Any], n: int) -> dict[str, float]:

@@ -184,14 +184,17 @@ def _markdown_hull(result: CompareResult) -> list[str]:
     agents = [r for r in result.rows if r["seeds_ok"] and r["kind"] != "fixed-model"]
     above = [r for r in agents if r["routing_gain_pp_ci_low"] > 0]
     below = [r["method"] for r in agents if r["routing_gain_pp_ci_high"] < 0]
-    verified = [r["method"] for r in above if r.get("deployable_label") == "yes"]
-    unverified = [r["method"] for r in above if r["deployable"] and r.get("deployable_label") != "yes"]
-    excluded = [f"{r['method']} ({r.get('deployable_label', 'no')})" for r in above if not r["deployable"]]
+    # audit.withheld: the one rule; "routes" takes verified deployable rows only
+    verified = [r["method"] for r in above if r["deployable"]]
+    unverified = [r["method"] for r in above if r["deployable_label"].startswith("unverified")]
+    excluded = [f"{r['method']} ({r['deployable_label']})" for r in above
+                if not r["deployable"] and not r["deployable_label"].startswith("unverified")]
     return [
         "## Routing gain over the fixed-model hull", "",
         f"Hull (random mixes of fixed models; flat beyond the most accurate one): {vertices}.", "",
         f"- routes (gain {conf} CI above 0, deployable and verified by the audit): {', '.join(verified) or 'none'}",
-        *([f"- routes, not verified (audit off or skipped): {', '.join(unverified)}"] if unverified else []),
+        *([f"- above the hull, not verified (audit off, skipped or its run failed): {', '.join(unverified)}"]
+          if unverified else []),
         *([f"- above the hull but not deployable: {', '.join(excluded)}"] if excluded else []),
         f"- below the hull (gain {conf} CI below 0): {', '.join(below) or 'none'}",
         f"- not distinguishable from mixing fixed models: "
@@ -210,6 +213,8 @@ def _markdown_task_hull(result: CompareResult) -> list[str]:
     vertices = " → ".join(f"{m} ({j:,.1f} J, {100 * a:.1f} %)" for m, j, a in zip(task["vertices"], task["energy_j"], task["accuracy"]))
     routes = [r for r in task["routes"] if r["route"] in task["vertices"]]
     agents = [r for r in result.rows if r["seeds_ok"] and r["kind"] != "fixed-model"]
+    withheld = [r["method"] for r in agents if audit.withheld(r["deployable_label"])]
+    agents = [r for r in agents if r["method"] not in withheld]
     verdicts = {r["method"]: fixed_hull.content_verdict(r["routing_gain_pp_ci_low"], r["content_gain_pp_ci_low"],
                                                         r["content_gain_pp_ci_high"]) for r in agents}
     named = lambda verdict: ", ".join(m for m, v in verdicts.items() if v == verdict) or "none"  # noqa: E731
@@ -223,6 +228,7 @@ def _markdown_task_hull(result: CompareResult) -> list[str]:
         f"- {fixed_hull.TASK_ROUTING_ONLY} (routing gain {conf} CI above 0, content gain not): {named(fixed_hull.TASK_ROUTING_ONLY)}",
         f"- {fixed_hull.BELOW_TASK_HULL} (content gain {conf} CI below 0, no routing gain): {named(fixed_hull.BELOW_TASK_HULL)}",
         f"- {fixed_hull.ON_TASK_HULL}: {named(fixed_hull.ON_TASK_HULL)}",
+        *([f"- no verdict (audit failed or not verified): {', '.join(withheld)}"] if withheld else []),
         "",
     ]
     explained = [r for r in agents if verdicts[r["method"]] == fixed_hull.TASK_ROUTING_ONLY]
@@ -270,9 +276,10 @@ def _audit_note(result: CompareResult) -> str:
     per_seed.csv, so that table.md stays the same on every executor and machine."""
     if not result.config.audit:
         return "the audit was off (--no-audit): no row is verified, so none says 'yes'"
-    return (f"'yes' only after the audit: each agent fit and run again on a copy whose held-out outcomes are "
-            f"replaced (permuted across held-out queries, shifted one model along), any changed action gives "
-            f"'{audit.FAILED_LABEL}'; its cost per cell (the second fit + act) is `audit_s` in per_seed.csv, next "
+    return (f"'yes' only after the audit: each agent fit and run again, in a process where the original held-out "
+            f"outcomes were never loaded, on a copy whose held-out outcomes are replaced (permuted across held-out "
+            f"queries, shifted one model along), any changed action gives '{audit.FAILED_LABEL}'; it cannot see "
+            f"{audit.AUDIT_BLIND_SPOTS}; its cost per cell (the second fit + act) is `audit_s` in per_seed.csv, next "
             f"to `fit_s`")
 
 

@@ -113,7 +113,7 @@ def aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: n
         if mine[0].kind == "agent":
             row.update(audit.row_fields(mine[0].deployable, [r.audit for r in ok], [r.training_feedback for r in ok]))
             if not ok:  # nothing ran to verify
-                row["deployable_label"] = "no" if not mine[0].deployable else "—"
+                row.update(deployable_label="no" if not mine[0].deployable else "—", deployable=False)
         else:
             row.update(deployable_label="yes", training_feedback="")
         if ok:
@@ -151,7 +151,8 @@ def aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: n
     pareto.update(hulls)
     # the same actions under every energy law the tournament records (derived tournaments only)
     robust = robustness_of_runs(t, test_rows, runs, BootstrapPlan(len(test_rows), config.n_bootstrap,
-                                                                  config.bootstrap_seed), config.confidence)
+                                                                  config.bootstrap_seed), config.confidence,
+                                withheld={r["method"] for r in rows if audit.withheld(r["deployable_label"])})
     if robust is not None:
         pareto["robustness"] = robust.to_dict()
         for r in rows:

@@ -73,9 +73,10 @@ def plot_pareto(result: ComparisonView, path: str | Path) -> Path:
         x, y = r["mean_energy_j"], 100 * r["accuracy"]
         xerr = [[x - r["mean_energy_j_ci_low"]], [r["mean_energy_j_ci_high"] - x]]
         yerr = [[y - 100 * r["accuracy_ci_low"]], [100 * r["accuracy_ci_high"] - y]]
-        face = style["color"] if r["deployable"] else "white"
+        face = style["color"] if r["deployable"] else "white"  # deployable: verified (audit.withheld)
         ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="none", ecolor=style["color"], elinewidth=1, capsize=2, zorder=3)
-        label = r["method"] + ("" if r["deployable"] else " (not deployable)")
+        label = r["method"] + ("" if r["deployable"] else " (not verified)" if r.get("deployable_label", "").startswith(
+            "unverified") else " (not deployable)")
         ax.scatter(x, y, marker=style["marker"], s=70, facecolor=face, edgecolor=style["color"], linewidth=1.5,
                    zorder=4, label=label)
     hull = result.pareto.get("hull")

@@ -10,7 +10,8 @@ Under each law this module recomputes the fixed-model hull, every method's routi
 paired bootstrap interval (the run's own resamples) and its verdict:
 
 - agents: ``routes`` (gain interval above 0), ``below`` (below 0), ``indistinguishable``;
-- fixed models: ``on the hull`` (a hull vertex) or ``below the hull``.
+- fixed models: ``on the hull`` (a hull vertex) or ``below the hull``;
+- agents the audit failed or did not verify: ``no verdict (not verified)``, gains kept.
 
 A verdict is *robust* when it is the same under every law. What it does not do: refit agents
 under another law (an agent trained on other joules could act differently; this is the
@@ -30,6 +31,7 @@ from routing_gym.sources.energy_model import ALTERNATIVE_ENERGY_MODELS
 from routing_gym.tournament import Tournament
 
 ROUTES, BELOW, INDISTINGUISHABLE = "routes", "below", "indistinguishable"
+NO_VERDICT = "no verdict (not verified)"  # a method the audit failed or did not verify (eval/audit.py)
 ON_HULL, BELOW_HULL = "on the hull", "below the hull"
 
 
@@ -115,12 +117,13 @@ def markdown_lines(summary: dict[str, Any]) -> list[str]:
 
 def verdict_robustness(correct: np.ndarray, energies: dict[str, np.ndarray], actions: dict[str, np.ndarray],
                        model_ids: list[str], plan: BootstrapPlan, confidence: float = 0.95,
-                       fixed: dict[str, int] | None = None) -> Robustness:
+                       fixed: dict[str, int] | None = None, withheld: set[str] | frozenset[str] = frozenset()) -> Robustness:
     """Verdicts of every method under every law.
 
     ``correct``: ``[n, K]`` of the evaluated rows; ``energies``: law -> ``[n, K]`` joules;
     ``actions``: method -> ``[S, n]`` (or ``[n]``) model indices; ``fixed``: method -> model index
-    of the fixed-model rows (their verdict is hull membership, not an interval).
+    of the fixed-model rows (their verdict is hull membership, not an interval); ``withheld``:
+    methods whose gains are reported with ``NO_VERDICT`` (not verified by the audit).
     """
     fixed = fixed or {}
     acts = {m: np.atleast_2d(np.asarray(a, dtype=np.int64)) for m, a in actions.items()}
@@ -143,7 +146,9 @@ def verdict_robustness(correct: np.ndarray, energies: dict[str, np.ndarray], act
             resampled = 100 * fixed_hull.routing_gain(boot_j, boot_acc, boot[:, n_m + i], boot[:, i])
             low, high = (float(v) for v in percentile_interval(resampled, confidence))
             gains[m] = (point, low, high)
-            if m in fixed:
+            if m in withheld:
+                verdicts[m] = NO_VERDICT
+            elif m in fixed:
                 verdicts[m] = ON_HULL if fixed[m] in vertices else BELOW_HULL
             else:
                 verdicts[m] = ROUTES if low > 0 else BELOW if high < 0 else INDISTINGUISHABLE
@@ -152,10 +157,11 @@ def verdict_robustness(correct: np.ndarray, energies: dict[str, np.ndarray], act
 
 
 def robustness_of_runs(t: Tournament, test_rows: np.ndarray, runs: list[Any], plan: BootstrapPlan,
-                       confidence: float = 0.95) -> Robustness | None:
+                       confidence: float = 0.95, withheld: set[str] | frozenset[str] = frozenset()) -> Robustness | None:
     """:func:`verdict_robustness` of a comparison's runs (``compare``'s ``RunRecord``: ``method``,
     ``kind``, ``status``, ``per_query["actions"]``); None when the tournament records fewer than
-    two energy laws (measured and synthetic tournaments have one)."""
+    two energy laws (measured and synthetic tournaments have one). Methods in ``withheld`` (audit
+    failed or unverified: ``audit.withheld``) keep their gains and get ``NO_VERDICT``."""
     energies = energy_under_laws(t, test_rows)
     if len(energies) < 2:
         return None
@@ -165,4 +171,4 @@ def robustness_of_runs(t: Tournament, test_rows: np.ndarray, runs: list[Any], pl
             actions.setdefault(r.method, []).append(np.asarray(r.per_query["actions"], dtype=np.int64))
     fixed = {r.method: int(actions[r.method][0][0]) for r in runs if r.kind == "fixed-model" and r.method in actions}
     return verdict_robustness(t.correct[test_rows], energies, {m: np.stack(a) for m, a in actions.items()},
-                              t.model_ids, plan, confidence, fixed=fixed)
+                              t.model_ids, plan, confidence, fixed=fixed, withheld=withheld)

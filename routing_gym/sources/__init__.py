@@ -7,17 +7,17 @@ their batch-1 energy variants ``zeroeval-math-batch1``, ``llmrouter-batch1``,
 ``mmlu-pro-batch1``) are built once from the data
 directory (``ROUTING_GYM_DATA_DIR``) and cached under ``routing_gym.paths.cache_dir()``, one
 cache directory per name; ``-law`` / ``-params`` name the same builds under the other batched energy
-models (re-priced from a cached base build).
+models (re-priced from a cached base build). ``stand_in`` is the audit's process's override
+(``routing_gym.eval.audit_process``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable
 
 from routing_gym.errors import UnknownNameError
 from routing_gym.paths import cache_dir, shipped_data_dir
@@ -65,9 +65,7 @@ def register_tournament(name: str) -> Callable[[Callable[[], Tournament]], Calla
 
 
 def list_tournaments() -> list[str]:
-    _import_builtin_presets()
-    shipped = [p.name for p in shipped_data_dir().iterdir() if (p / "card.json").exists()]
-    return sorted(set(shipped) | set(TOURNAMENT_PRESETS) | set(REAL_DATA_BUILDS) | set(ENERGY_MODEL_VARIANTS) | {"default"})
+    return sorted(_registered_names())
 
 
 def resolve_tournament(spec: Tournament | str | os.PathLike) -> Tournament:
@@ -78,34 +76,62 @@ def resolve_tournament(spec: Tournament | str | os.PathLike) -> Tournament:
     ``./paper-pool`` to load the folder.
     """
     resolved = _resolve(spec)
-    return _substitutes.get(resolved.fingerprint, resolved) if _substitutes else resolved
+    if not isinstance(spec, Tournament):
+        _resolved_as[str(spec)] = resolved.fingerprint
+        while len(_resolved_as) > _RESOLVED_AS_SIZE:
+            del _resolved_as[next(iter(_resolved_as))]
+    return _stand_ins.get(resolved.fingerprint, resolved) if _stand_ins else resolved
 
 
-# fingerprint -> the tournament that stands in for it (``substitute``): the audit's copy.
-_substitutes: dict[str, Tournament] = {}
+# A name or directory -> the fingerprint of what it resolved to in this process (``aliases_of``).
+_resolved_as: dict[str, str] = {}
+_RESOLVED_AS_SIZE = 64
 
 
-@contextlib.contextmanager
-def substitute(original: Tournament, stand_in: Tournament) -> Iterator[None]:
-    """While inside, every ``resolve_tournament`` that would return ``original`` (by name,
-    directory or object: matched by content fingerprint) returns ``stand_in`` instead, in this
-    process. The audit of ``compare`` runs an agent a second time this way, so that an agent
-    rebuilding its tournament by name sees the audited copy too."""
-    key = original.fingerprint
-    previous = _substitutes.get(key)
-    _substitutes[key] = stand_in
-    try:
-        yield
-    finally:
-        if previous is None:
-            _substitutes.pop(key, None)
+def aliases_of(fingerprint: str) -> tuple[list[str], list[str]]:
+    """The names, and the directories (resolved paths), that resolved to the tournament with
+    ``fingerprint`` in this process: what the audit's process must read as the copy."""
+    names, directories = [], []
+    for spec, value in _resolved_as.items():
+        if value != fingerprint:
+            continue
+        if os.sep not in spec and not spec.startswith(".") and spec in _registered_names():
+            names.append(spec)
         else:
-            _substitutes[key] = previous
+            directories.append(str(Path(spec).resolve()))
+    return list(dict.fromkeys(names)), list(dict.fromkeys(directories))
+
+
+# Set only in the audit's process (routing_gym.eval.audit_process, ``stand_in``): the audited
+# tournament's replaced copy, by fingerprint and by name, and the directories read as the copy's.
+_stand_ins: dict[str, Tournament] = {}
+_named_stand_ins: dict[str, Tournament] = {}
+_redirects: dict[str, Path] = {}
+
+
+def stand_in(fingerprint: str, copy: Tournament, copy_dir: Path, names: Iterable[str],
+             directories: Iterable[str]) -> None:
+    """For the rest of this process, ``resolve_tournament`` of one of ``names`` returns ``copy``
+    without building anything, each of ``directories`` is read as ``copy_dir`` (the original's
+    files are never loaded), and anything else it would return with ``fingerprint`` (a preset
+    registered under another name: matched by content) is ``copy`` too. Called once, by the
+    audit's process."""
+    _stand_ins[fingerprint] = copy
+    _named_stand_ins.update({name: copy for name in names})
+    _redirects.update({str(Path(d).resolve()): copy_dir for d in directories})
+
+
+def _registered_names() -> set[str]:
+    _import_builtin_presets()
+    shipped = {p.name for p in shipped_data_dir().iterdir() if (p / "card.json").exists()}
+    return shipped | set(TOURNAMENT_PRESETS) | set(REAL_DATA_BUILDS) | set(ENERGY_MODEL_VARIANTS) | {"default"}
 
 
 def _resolve(spec: Tournament | str | os.PathLike) -> Tournament:
     if isinstance(spec, Tournament):
         return spec
+    if isinstance(spec, str) and spec in _named_stand_ins:  # the audit's process: a name of the audited tournament
+        return _named_stand_ins[spec]
     name = DEFAULT_TOURNAMENT if str(spec) == "default" else str(spec)
     path = Path(name)
     if isinstance(spec, str) and os.sep not in name and not name.startswith("."):
@@ -117,6 +143,8 @@ def _resolve(spec: Tournament | str | os.PathLike) -> Tournament:
             _import_builtin_presets()
             if name in TOURNAMENT_PRESETS:
                 return TOURNAMENT_PRESETS[name]()
+    if _redirects:
+        path = _redirects.get(str(path.resolve()), path)
     if path.is_dir():
         key = (str(path.resolve()), (path / "card.json").stat().st_mtime if (path / "card.json").exists() else 0.0)
         if key in _loaded:
