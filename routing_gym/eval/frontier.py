@@ -290,9 +290,9 @@ def run_frontier(config: FrontierConfig) -> FrontierResult:
     start = time.perf_counter()
     config.check()
     registered = list_agents()
-    for name in config.agents:
-        if name not in registered:
-            raise unknown_agent_error(name)
+    unknown = [name for name in config.agents if name not in registered]
+    if unknown:
+        raise unknown_agent_error(unknown)
     plans = {name: _plan_agent(name, config) for name in config.agents}
     t = carve_validation(resolve_tournament(config.tournament), config.train_split, config.validation_share,
                          config.validation_seed)
