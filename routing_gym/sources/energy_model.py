@@ -186,11 +186,12 @@ def match_measurement(model_id: str, spec: ModelSpec | None,
     return replace(spec, mlenergy_id=found), MeasurementMatch(match.rule, text)
 
 
-def resolve_specs(model_ids: Sequence[str], specs: Mapping[str, ModelSpec],
-                  data_dir: str | os.PathLike | None) -> tuple[dict[str, ModelSpec], dict[str, MeasurementMatch]]:
+def resolve_specs(model_ids: Sequence[str], specs: Mapping[str, ModelSpec], data_dir: str | os.PathLike | None,
+                  match: bool = True) -> tuple[dict[str, ModelSpec], dict[str, MeasurementMatch]]:
     """Every model's spec after :func:`match_measurement` (the one path of builders and imports);
-    a model with neither a spec nor a match, or left without a parameter count, is an error."""
-    measured = measured_model_ids(data_dir)
+    a model with neither a spec nor a match, or left without a parameter count, is an error.
+    ``match=False``: no ML.ENERGY lookup (an energy model that does not use it needs no data directory)."""
+    measured = measured_model_ids(data_dir) if match else []
     resolved, matches = {}, {}
     for mid in model_ids:
         spec, matches[mid] = match_measurement(mid, specs.get(mid), measured)
@@ -469,7 +470,7 @@ def derive_energy_profiles(
     ``specs``: the pool's open-weight models (``zeroeval.OPEN_MODELS``, ``llmrouter.LLMROUTER_MODELS``).
     """
     choice = parse_energy_model(energy_model)
-    specs, matches = resolve_specs(model_ids, specs, data_dir)
+    specs, matches = resolve_specs(model_ids, specs, data_dir, match=choice.kind != "measured-arch")
     if choice.kind in BATCHED_KINDS:
         profiles, info = batched_profiles(model_ids, data_dir, specs, choice.kind)
         info = {**info, **_batched_card(info, choice.kind)}
