@@ -308,7 +308,7 @@ def long_table_to_tournament(
                                                                                       if c in first])})
     model_rows = [{"model_id": m, "family": specs[m].family if m in specs else "",
                    "params_b": specs[m].params_b if m in specs else np.nan,
-                   "serving": serving[m] or ({"active_params_b": specs[m].active_b} if m in specs else {}),
+                   "serving": {**({"active_params_b": specs[m].active_b} if m in specs else {}), **serving[m]},
                    "energy_provenance": provenance[m], "energy_source": sources[m]} for m in models]
     kinds = set(provenance.values())
     card = DataCard(
