@@ -94,7 +94,7 @@ IMPORT_HINT = ("An agent from your own module or file needs --import MODULE (or 
                f"(import it first in Python), or an entry point in the {ENTRY_POINT_GROUP!r} group")
 
 
-def unknown_agent_error(name: str) -> UnknownNameError:
+def unknown_agent_error(name: str | list[str]) -> UnknownNameError:
     """The error for an agent name that is not registered: the closest registered names, how a
     plugin's agent is imported, and the plugins that failed to load."""
     hint = IMPORT_HINT

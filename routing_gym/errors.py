@@ -67,14 +67,21 @@ class UnknownNameError(UsageError, KeyError):
     The message names the closest registered names (``difflib``) before listing them all, and
     ends with ``hint`` when given (e.g. that a plugin's agent needs ``--import``)."""
 
-    def __init__(self, kind: str, name: str, known: list[str], hint: str = ""):
-        self.kind, self.name, self.known = kind, name, sorted(known)
-        close = closest_names(str(name), self.known)
+    def __init__(self, kind: str, name: str | list[str], known: list[str], hint: str = ""):
+        # several names: every unknown one is named, so that one run finds all the typos
+        names = [name] if isinstance(name, str) else list(name)
+        self.kind, self.name, self.names, self.known = kind, names[0], names, sorted(known)
         listed = ", ".join(self.known) or "(none)"
-        if close:
-            message = f"unknown {kind} {name!r}; did you mean {' or '.join(repr(c) for c in close)}? Registered: {listed}"
+        if len(names) > 1:
+            parts = []
+            for n in names:
+                close = closest_names(str(n), self.known)
+                parts.append(f"{n!r}" + (f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""))
+            message = f"unknown {kind}s {', '.join(parts)}; registered: {listed}"
+        elif close := closest_names(str(name), self.known):
+            message = f"unknown {kind} {names[0]!r}; did you mean {' or '.join(repr(c) for c in close)}? Registered: {listed}"
         else:
-            message = f"unknown {kind} {name!r}; registered: {listed}"
+            message = f"unknown {kind} {names[0]!r}; registered: {listed}"
         super().__init__(message + (f". {hint}" if hint else ""))
 
     def __str__(self) -> str:  # KeyError would quote the whole message

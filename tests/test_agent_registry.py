@@ -52,6 +52,14 @@ def test_unknown_names_list_the_registered_ones() -> None:
         assert name in message
 
 
+def test_every_unknown_agent_of_a_list_is_named(capsys) -> None:
+    from routing_gym.cli import main
+
+    assert main(["compare", "--agents", "linucbb,my-agent,random", "--tournament", "paper-pool"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown agents 'linucbb' (did you mean 'linucb'?), 'my-agent'; registered:" in err and "--import" in err
+
+
 def test_variant_defaults_and_overrides() -> None:
     agent = make_agent("fixed-largest")
     assert agent.name == "fixed-largest" and agent.size == "largest"

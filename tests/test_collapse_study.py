@@ -89,6 +89,19 @@ def test_imported_agent_collapses_onto_model_zero(tournament_dir, tmp_path):
     assert (results["collapse_step"] == 19).all()  # the 20th decision fills the first window
 
 
+def test_a_window_longer_than_the_tracked_decisions_is_adapted(tournament_dir, tmp_path):
+    """The default window (250) on a small test split never closed: 'collapsed 0/1' beside top-1 1.00."""
+    out = tmp_path / "fixed"
+    assert main(["collapse", "--agent", "fixed-smallest", "--tournament", str(tournament_dir), "--gate-fractions", "0.5",
+                 "--no-plots", "--out", str(out)]) == 0
+    n_test = len(make_tournament(n=120, k=4).split_rows("test"))
+    text = (out / "table.md").read_text()
+    assert f"250 decisions per window is longer than the {n_test} held-out routes" in text
+    assert f"windows of {n_test // 4} decisions are used" in text
+    results = pd.read_csv(out / "results.csv")
+    assert results["collapsed"].all() and results["final_top1_share"].eq(1.0).all()
+
+
 def test_bad_settings_exit_2_before_training(tournament_dir, tmp_path, capsys):
     assert main(["collapse", "--agent", "linucbb", "--tournament", str(tournament_dir), "--out", str(tmp_path)]) == 2
     assert "did you mean 'linucb'" in capsys.readouterr().err

@@ -144,6 +144,28 @@ def test_tokens_missing_too(tmp_path: Path, capsys, data_dir: Path) -> None:
     assert "row 10" in err and "output_tokens is missing" in err and "--column output_tokens=NAME" in err
 
 
+def test_a_row_with_an_extra_field_is_named_by_its_field_count(tmp_path: Path, capsys) -> None:
+    header = "query_id,prompt,benchmark,model_id,correct,energy_j,latency_s\n"
+    body = ["q1,a,t,m,1,2.5,1", "q1,a,t,n,0,3.5,1", "q2,b,t,m,1,2.5,1", "q2,b,t,n,0,3.5,1"]
+    for row in (1, 3):  # on the first row pandas would have read the first column as an index
+        lines = [line + (",oops" if i == row - 1 else "") for i, line in enumerate(body)]
+        err = _refused(tmp_path, capsys, header + "\n".join(lines) + "\n")
+        assert f"logs.csv, row {row}: 8 fields, but the header has 7" in err
+    quoted = header + '"q1","a, with a comma",t,m,1,2.5,1\n"q1","a, with a comma",t,n,0,3.5,1\n'
+    (tmp_path / "quoted.csv").write_text(quoted)
+    assert import_long_table(tmp_path / "quoted.csv").queries["prompt"].tolist() == ["a, with a comma"]
+
+
+def test_logged_energy_without_latency_is_accepted(tmp_path: Path, capsys) -> None:
+    table = tmp_path / "logs.csv"
+    table.write_text("query_id,prompt,benchmark,model_id,correct,energy_j\nq1,a,t,m,1,2.5\nq1,a,t,n,0,3.5\n")
+    assert main(["data", "import", str(table), "--out", str(tmp_path / "t")]) == 0
+    assert "latency not logged for m, n" in capsys.readouterr().out
+    t = Tournament.load(tmp_path / "t")
+    assert t.energy_j.tolist() == [[2.5, 3.5]] and t.latency_s.tolist() == [[0.0, 0.0]]
+    assert t.mean_power_w.tolist() == [[0.0, 0.0]] and any("latency not logged" in n for n in t.card.notes)
+
+
 def test_question_fields_must_agree(tmp_path: Path) -> None:
     frame = pd.read_csv(pd.io.common.StringIO(_rows("q5,7 times 8?,arith,big,1,14,7\n")))
     frame.loc[1, "benchmark"] = "other"

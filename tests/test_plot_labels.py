@@ -37,3 +37,34 @@ def test_labels_stay_at_their_markers_and_off_every_other_marker():
         assert all(gap(own) < gap(p) for p in others), label.get_text()  # no other marker is nearer than its own
         assert label.get_zorder() > 4  # above every marker
     plt.close(fig)
+
+
+def test_twenty_models_get_twenty_distinguishable_fills():
+    from routing_gym.eval.plots import model_styles
+
+    styles = model_styles(20)
+    fills = [(tuple(s["color"]), s["hatch"]) for s in styles]
+    assert len(set(fills)) == 20  # no two models look the same
+    assert all(styles[i]["color"] != styles[i + 1]["color"] for i in range(19))  # neighbours differ in colour
+
+
+def test_model_labels_keep_off_the_labels_drawn_before():
+    """frontier.png draws the knob values first: a model's name must not land on one of them."""
+    plt = _pyplot()
+    fixed = [{"method": "always Meta-Llama-3-70B-Instruct", "mean_energy_j": 250.0, "accuracy": 0.696}]
+    points = [(250.0, 69.6), (180.0, 66.0), (320.0, 72.0)]
+
+    def label_box(avoid):
+        fig, ax = plt.subplots(figsize=(9.5, 6.0))
+        ax.scatter(*zip(*points))
+        ax.set_xscale("log")
+        _label_fixed_models(ax, fixed, points, avoid=avoid)
+        fig.canvas.draw()
+        box = tuple(ax.texts[0].get_window_extent(fig.canvas.get_renderer()).extents)
+        plt.close(fig)
+        return box
+
+    first = label_box(())
+    taken = (first[0] - 2, first[1] - 2, first[2] + 2, first[3] + 2)  # a knob value where the name went
+    moved = label_box([taken])
+    assert not (moved[0] < taken[2] and taken[0] < moved[2] and moved[1] < taken[3] and taken[1] < moved[3])

@@ -49,6 +49,13 @@ def test_rewards_lists_every_registered_reward_with_gate_and_meaning(tmp_path, c
     assert all(entry["meaning"] for entry in reward_catalog() if entry["name"] in built_in)
 
 
+def test_rewards_shows_the_coefficients_the_commands_use(capsys):
+    assert main(["rewards"]) == 0
+    out = capsys.readouterr().out
+    gated = out[out.index("\ngated_rank\n"):].split("gate:")[0]
+    assert "coefficients (default): lambda_t=0, lambda_e=0.4, lambda_p=0" in gated
+
+
 def test_compare_warns_about_the_data_gate_once_and_records_it(toy_dir, tmp_path, capsys):
     out = tmp_path / "out"
     code = main(["compare", "--tournament", str(toy_dir), "--reward", "lagrangian", "--coefficients", '{"mu": 0.05}',

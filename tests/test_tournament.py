@@ -230,6 +230,22 @@ def test_data_split_and_info_report_duplicates(tmp_path, capsys):
     assert split[0] == split[1] == split[2] and split[3] == split[4] == split[5]
 
 
+def test_a_split_copy_takes_its_folders_name(tmp_path, capsys):
+    from routing_gym.cli import main
+
+    make_tournament(n=60, with_splits=False).save(tmp_path / "crux-t")
+    assert main(["data", "split", str(tmp_path / "crux-t"), "--out", str(tmp_path / "crux-split")]) == 0
+    assert main(["data", "split", str(tmp_path / "crux-t"), "--out", str(tmp_path / "named"), "--name", "mine"]) == 0
+    original = Tournament.load(tmp_path / "crux-t").card.name
+    assert main(["data", "split", str(tmp_path / "crux-t"), "--out", str(tmp_path / "crux-t")]) == 0
+    assert Tournament.load(tmp_path / "crux-split").card.name == "crux-split"
+    assert Tournament.load(tmp_path / "named").card.name == "mine"
+    assert Tournament.load(tmp_path / "crux-t").card.name == original  # in place: the name stays
+    capsys.readouterr()
+    assert main(["data", "info", str(tmp_path / "crux-t"), str(tmp_path / "crux-split")]) == 0
+    assert "crux-split: N=60" in capsys.readouterr().out
+
+
 def test_benchmark_proportions_cut_named_benchmarks_their_own_way():
     t = make_tournament(n=600, with_splits=False)
     split = t.with_splits(seed=0, proportions={"train": 2, "test": 1},

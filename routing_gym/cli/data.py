@@ -30,6 +30,8 @@ def add_commands(cli) -> None:
     )
     split.add_argument("tournament", help="directory or preset name")
     split.add_argument("--out", required=True, help="tournament directory to write")
+    split.add_argument("--name", default=None, help="tournament name (default: the --out folder's name; the input's "
+                       "name when --out is the input directory)")
     split.add_argument("--format", default="parquet", choices=("parquet", "jsonl"))
     add_split_arguments(split)
     split.set_defaults(func=cmd_split)
@@ -76,7 +78,17 @@ def cmd_split(args: argparse.Namespace) -> int:
     proportions = split_proportions(args.split)
     if proportions is None:
         raise UsageError("data split needs proportions (--split NAME=WEIGHT,...), not 'none'")
-    tournament = resolve_tournament(args.tournament).with_splits(seed=args.split_seed, proportions=proportions)
+    from dataclasses import replace
+    from pathlib import Path
+
+    source = resolve_tournament(args.tournament)
+    tournament = source.with_splits(seed=args.split_seed, proportions=proportions)
+    # a copy written elsewhere is a new tournament: it takes the folder's name, as `data import` does
+    in_place = Path(args.tournament).is_dir() and Path(args.out).resolve() == Path(args.tournament).resolve()
+    name = args.name or (source.card.name if in_place else Path(args.out).name)
+    if name != tournament.card.name:
+        card = replace(tournament.card, name=name, notes=[*tournament.card.notes, f"split copy of {source.card.name}"])
+        tournament = replace(tournament, card=card, source=name)
     tournament.save(args.out, format=args.format)
     from routing_gym.tournament.summary import duplicates_line
 
@@ -100,11 +112,16 @@ def add_import_export_commands(data) -> None:
     imp.add_argument("--column", action="append", default=[], metavar="CANONICAL=THEIRS",
                      help="map a column name, e.g. --column correct=score (repeatable)")
     imp.add_argument("--config", default=None, help="YAML/JSON/TOML with 'columns' (a mapping), 'model_specs' "
-                     "(model -> [params_b, active_b] or params_b), 'energy_model', 'name', 'licence'")
+                     "(model -> params_b, [params_b, active_b] or a mapping with params_b, active_b, id, precision, "
+                     "gpus), 'energy_model', 'name', 'licence'")
     imp.add_argument("--energy-model", default=None, metavar="batched|batch1|measured-arch:TABLE",
                      help="derive missing energy/latency from tokens with this energy model (needs --data-dir data)")
-    imp.add_argument("--model-spec", action="append", default=[], metavar="MODEL=PARAMS_B[,ACTIVE_B]",
-                     help="parameters (billions) of a model whose energy is derived (repeatable)")
+    imp.add_argument("--model-spec", action="append", default=[],
+                     metavar="MODEL=[PARAMS_B[,ACTIVE_B]][,id=PUBLIC_ID][,precision=P][,gpus=N]",
+                     help="a model whose energy is derived: parameters (billions), public id (e.g. "
+                          "google/gemma-2-9b-it), precision (bf16, fp8, int4) and GPU count as served (repeatable). "
+                          "A model ML.ENERGY measured (by id, or by name where unambiguous) is priced by its "
+                          "measurement and needs no parameters")
     imp.add_argument("--energy-provenance", default="measured", choices=("measured", "derived", "synthetic"),
                      help="what the table's own energy column is (default measured)")
     imp.add_argument("--data-dir", default=None, help="data directory for --energy-model (default: ROUTING_GYM_DATA_DIR)")
@@ -127,15 +144,20 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     from routing_gym.configfile import read_config_file
     from routing_gym.errors import RoutingGymError
-    from routing_gym.sources.longtable import ColumnMap, import_long_table, parse_model_spec, write_tournament_atomically
+    from routing_gym.sources.longtable import (
+        ColumnMap,
+        config_model_spec,
+        import_long_table,
+        parse_model_spec,
+        write_tournament_atomically,
+    )
 
     config = read_config_file(args.config, RoutingGymError, "import config") if args.config else {}
     if not isinstance(config, dict):
         raise RoutingGymError(f"{args.config}: expected a mapping with columns / model_specs / energy_model")
     mapping = dict(config.get("columns") or {})
     mapping.update(ColumnMap.parse(args.column).names)
-    specs = dict(parse_model_spec(f"{m}={','.join(map(str, v)) if isinstance(v, list) else v}")
-                 for m, v in (config.get("model_specs") or {}).items())
+    specs = {str(m): config_model_spec(str(m), v, str(args.config)) for m, v in (config.get("model_specs") or {}).items()}
     specs.update(parse_model_spec(text) for text in args.model_spec)
     out = Path(args.out)
     tournament = import_long_table(
@@ -145,8 +167,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     )
     write_tournament_atomically(tournament, out, format=args.format, overwrite=args.overwrite)
     derived = tournament.models.loc[tournament.models["energy_provenance"] == "derived", "model_id"].tolist()
+    no_latency = [m for m, s in zip(tournament.model_ids, tournament.models["serving"]) if s.get("latency_logged") is False]
     print(f"wrote {out}: {tournament.n_queries} questions x {tournament.n_models} models"
-          + (f"; energy DERIVED for {', '.join(derived)}" if derived else ""))
+          + (f"; energy DERIVED for {', '.join(derived)}" if derived else "")
+          + (f"; latency not logged for {', '.join(no_latency)} (latency and power set to 0)" if no_latency else ""))
     return 0
 
 

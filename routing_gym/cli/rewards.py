@@ -19,15 +19,17 @@ def add_commands(cli) -> None:
 
 
 def cmd_rewards(args: argparse.Namespace) -> int:
-    from routing_gym.envs.rewards import DEFAULT_COEFFICIENTS, reward_catalog
+    from routing_gym.envs.rewards import DEFAULT_COEFFICIENTS, reward_catalog, resolve_coefficients
 
     catalog = reward_catalog()
     if args.json:
         print(json.dumps(catalog, indent=2))
         return 0
     for entry in catalog:
-        coefficients = ", ".join(f"{k}={v:g}" for k, v in entry["coefficients"].items()) or "(none)"
-        print(f"{entry['name']}\n  {entry['meaning']}\n  coefficients: {coefficients}\n  gate: {entry['gate']}")
+        # the values the commands use when no --coefficients is given, not only the registry's neutral ones
+        used = resolve_coefficients(entry["name"], None)
+        coefficients = ", ".join(f"{k}={used.get(k, v):g}" for k, v in entry["coefficients"].items()) or "(none)"
+        print(f"{entry['name']}\n  {entry['meaning']}\n  coefficients (default): {coefficients}\n  gate: {entry['gate']}")
     defaults = ", ".join(f"{k}={v:g}" for k, v in DEFAULT_COEFFICIENTS.items())
     print(f"\n{len(catalog)} rewards. compare, frontier and the envs default to gated_rank with {defaults}; "
           "a coefficient a reward does not take is an error.")

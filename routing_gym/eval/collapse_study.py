@@ -38,7 +38,7 @@ import inspect
 import math
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -344,6 +344,8 @@ def run_collapse_study(config: CollapseConfig, progress: bool | None = None) -> 
     from routing_gym_agents.registry import AGENTS
 
     decisions = "online training decisions" if AGENTS[config.agent][0].feedback == "bandit" else "held-out routes"
+    config, window_note = _fit_window(config, tournament, decisions)
+    notes = [*notes, *window_note]
     rows, trackers, regrets = [], {}, {}
     jobs = [(s, seed) for s in settings for seed in config.seeds]
     bar_off = None if progress is None else not progress  # tqdm: None = only on a terminal
@@ -356,6 +358,23 @@ def run_collapse_study(config: CollapseConfig, progress: bool | None = None) -> 
     table = setting_table(results, roles, config.threshold)
     return CollapseStudy(config, tournament, decisions, results, table, notes, trackers, regrets,
                          time.perf_counter() - start)
+
+
+def _fit_window(config: CollapseConfig, tournament: Tournament, decisions: str) -> tuple[CollapseConfig, list[str]]:
+    """A window no longer than the decisions a run tracks: a longer one never closes, so nothing could
+    collapse and the window panels stay empty. It then becomes a quarter of them (four windows)."""
+    if decisions == "held-out routes":
+        n, what = len(tournament.split_rows("test")), "held-out routes"
+    elif "total_timesteps" in agent_options(config.agent):
+        n, what = config.timesteps, "online decisions (--timesteps)"
+    else:  # one pass over the training split
+        n, what = len(tournament.split_rows("train")), "online decisions (one pass over the training split)"
+    if config.window <= n:
+        return config, []
+    window = max(1, n // 4)
+    return replace(config, window=window), [
+        f"**window adapted**: {config.window} decisions per window is longer than the {n} {what} a run tracks, so "
+        f"no window would close; windows of {window} decisions are used instead (set --window to choose)"]
 
 
 def _trains_on_reward(agent: str) -> bool:

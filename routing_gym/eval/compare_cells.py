@@ -198,11 +198,11 @@ def resolve_agent_names(agents: Sequence[str] | None, has_output_text: bool = Fa
     # "default" inside a list expands to the default set, e.g. "default,ppo,dqn".
     expanded = [d for a in agents for d in (defaults if a.strip() == "default" else [a.strip()])]
     names = list(dict.fromkeys(a for a in expanded if a))
-    for name in names:
-        if name not in registered:
-            from routing_gym_agents.registry import unknown_agent_error
+    unknown = [name for name in names if name not in registered]
+    if unknown:
+        from routing_gym_agents.registry import unknown_agent_error
 
-            raise unknown_agent_error(name)  # the closest names and the --import hint
+        raise unknown_agent_error(unknown)  # every unknown name, the closest names and the --import hint
     if not names:
         raise UsageError("no agents given")
     return names

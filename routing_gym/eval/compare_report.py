@@ -94,7 +94,7 @@ def markdown_report(result: CompareResult) -> str:
     reward = result.reward.describe()
     overhead_cols = sorted({k for r in result.rows for k in r if k.startswith(("overhead_", "fit_overhead_"))})
     header = ["Method", "Deployable", "Training feedback", "Accuracy % [95% CI]", "Mean J [95% CI]", "Routing gain pp [95% CI]",
-              "Joules saved % [95% CI]", "Content gain pp [95% CI]", "Latency s", "Power W",
+              "Joules saved % [95% CI]", "Content gain pp [95% CI]", "Latency s", "Power W per request",
               "Top-1 share", f"Reward {reward} [95% CI]", "Invalid"] + [c.replace("overhead_", "overhead ").replace("fit_", "fit ") for c in overhead_cols]
     lines = [
         f"# Held-out comparison on {s['tournament']['name']}",
@@ -136,6 +136,10 @@ def markdown_report(result: CompareResult) -> str:
         f"it is one of the points the hull is built from). Content gain: against the task-aware hull "
         f"({s['task_hull']}). "
         f"Invalid: invalid actions per evaluation pass ({s['invalid_actions']}). "
+        f"Power W per request: mean of energy / latency per answer, the power attributed to one request: a GPU's "
+        f"draw when it serves one request at a time, a request's share of its server's draw (server power / "
+        f"requests in flight, a few watts) when the joules are a batched server's per-request share, as under the "
+        f"derived tournaments' default energy model 'batched'. "
         f"Top-1 share: share of queries sent to the most used model (collapse indicator). Deployable: 'no' for "
         f"methods that declare held-out information (oracle, output-informed diagnostics); {_audit_note(result)}. "
         f"Training feedback: 'bandit' (only the chosen route's outcome, through the training env), 'full "

@@ -291,9 +291,9 @@ def run_frontier(config: FrontierConfig) -> FrontierResult:
     start = time.perf_counter()
     config.check()
     registered = list_agents()
-    for name in config.agents:
-        if name not in registered:
-            raise unknown_agent_error(name)
+    unknown = [name for name in config.agents if name not in registered]
+    if unknown:
+        raise unknown_agent_error(unknown)
     plans = {name: _plan_agent(name, config) for name in config.agents}
     t = carve_validation(resolve_tournament(config.tournament), config.train_split, config.validation_share,
                          config.validation_seed)
@@ -688,7 +688,6 @@ def plot_frontier(result: FrontierResult, path: str | Path) -> Path:
     if min(joules) > 0 and max(joules) / min(joules) > 20:
         ax.set_xscale("log")  # fixed models span orders of magnitude in joules
         ax.set_xlim(min(joules) / 1.4, max(joules) * 1.4)  # room for the outermost labels
-    label_knob_values(ax, knob_labels, points)
     s = result.settings()
     ax.set_xlabel(f"mean answer energy per test query (J, {s['tournament']['provenance']})")
     ax.set_ylabel("accuracy on test queries (%)")
@@ -696,5 +695,11 @@ def plot_frontier(result: FrontierResult, path: str | Path) -> Path:
                  f"shown on {s['tournament']['n_test']} test queries", fontsize=10)
     ax.grid(True, alpha=0.3, which="both")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    _label_fixed_models(ax, fixed, points)
+    # the final axes geometry first: labels are placed apart in pixels, and the legend's tight_layout
+    # afterwards shrank the axes, pulling labels placed apart back onto each other
+    ax.autoscale_view()
+    fig.tight_layout()
+    renderer = fig.canvas.get_renderer()
+    knob_boxes = [tuple(n.get_window_extent(renderer).extents) for n in label_knob_values(ax, knob_labels, points)]
+    _label_fixed_models(ax, fixed, points, avoid=knob_boxes)  # the models' names keep off the knob values
     return _save(fig, path, plt)

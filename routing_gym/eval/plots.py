@@ -7,6 +7,7 @@ reads a result through the ``ComparisonView`` protocol.
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -46,6 +47,20 @@ def distinct_colours(n: int) -> list[tuple[float, float, float]]:
 
     colours = list(matplotlib.colormaps["tab10"].colors) + list(matplotlib.colormaps["Dark2"].colors)
     return [colours[i % len(colours)] for i in range(n)]
+
+
+_HATCHES = ("", "////", "....", "xxxx", "\\\\\\\\")
+
+
+def model_styles(n: int) -> list[dict[str, Any]]:
+    """Fill colour and hatch of ``n`` stacked models: tab10's qualitative colours, a new hatch each
+    time they repeat, so neighbours never share a colour and 20 models stay distinguishable (a
+    sequential colormap made neighbours indistinguishable past ~10)."""
+    import matplotlib
+
+    colours = matplotlib.colormaps["tab10"].colors
+    return [{"color": colours[i % len(colours)], "hatch": _HATCHES[(i // len(colours)) % len(_HATCHES)]}
+            for i in range(n)]
 
 
 def _agent_styles(result: ComparisonView) -> dict[str, dict[str, Any]]:
@@ -111,7 +126,10 @@ def plot_pareto(result: ComparisonView, path: str | Path) -> Path:
                  f"{_seeds(len(s['seeds']))}, {result.config.confidence:.0%} CIs)", fontsize=10)
     ax.grid(True, alpha=0.3, which="both")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    _label_fixed_models(ax, fixed, [(r["mean_energy_j"], 100 * r["accuracy"]) for r in rows])  # needs final layout
+    # routers are named at their markers too, in their colour: crowded in one corner, colour and marker
+    # alone left them to be told apart through the legend
+    named = fixed + [{**r, "label_colour": styles[r["method"]]["color"]} for r in agents]
+    _label_fixed_models(ax, named, [(r["mean_energy_j"], 100 * r["accuracy"]) for r in rows])  # needs final layout
     return _save(fig, path, plt)
 
 
@@ -136,8 +154,10 @@ _DIRECTIONS = ((1, -1), (-1, 1), (1, 1), (-1, -1), (1, 0), (-1, 0), (0, 1), (0, 
 _DISTANCES = (5, 14, 28, 44)
 
 
-def _label_fixed_models(ax, fixed: list[dict[str, Any]], points: list[tuple[float, float]]) -> None:
-    """Name each fixed model at its own square: the nearest placement that covers no other
+def _label_fixed_models(ax, fixed: list[dict[str, Any]], points: list[tuple[float, float]],
+                        avoid: Sequence[tuple[float, float, float, float]] = ()) -> None:
+    """Name each fixed model at its own square (and each row with a ``label_colour``, a router, in
+    that colour at its marker): the nearest placement that covers no other
     marker or earlier label and lies clearly nearer its own marker than any other (a greedy search in
     display pixels; a long name may wrap onto two lines; a leader line once it is moved away),
     drawn above every marker on a light box so no marker can hide it."""
@@ -156,7 +176,7 @@ def _label_fixed_models(ax, fixed: list[dict[str, Any]], points: list[tuple[floa
         return renderer.get_text_width_height_descent(line, font, ismath=False)[0] + 2 * px_per_pt
 
     reach = 7 * px_per_pt  # a marker's half-width plus a margin
-    placed: list[tuple[float, float, float, float]] = []
+    placed: list[tuple[float, float, float, float]] = list(avoid)  # labels drawn before (pixel boxes)
     for r in sorted(fixed, key=lambda r: r["mean_energy_j"]):
         name = r["method"].removeprefix("always ")
         x, y = to_px((r["mean_energy_j"], 100 * r["accuracy"]))
@@ -176,7 +196,7 @@ def _label_fixed_models(ax, fixed: list[dict[str, Any]], points: list[tuple[floa
                 outside = box[0] < frame.x0 or box[2] > frame.x1 or box[1] < frame.y0 or box[3] > frame.y1
                 # another marker about as near as its own makes the label ambiguous
                 nearer = any(_box_distance(box, p) < 1.5 * _box_distance(box, (x, y)) + reach for p in others)
-                cost = (100 * covered + 50 * clashes + 200 * outside + 30 * nearer
+                cost = (100 * covered + 50 * clashes + 1000 * outside + 30 * nearer  # off the axes: onto the legend
                         + rank + 5 * (len(lines) - 1))  # the nearest clean placement, one line if it can
                 if best is None or cost < best[0]:
                     best = (cost, text, distance, dx, dy, box)
@@ -184,7 +204,7 @@ def _label_fixed_models(ax, fixed: list[dict[str, Any]], points: list[tuple[floa
         placed.append(box)
         ax.annotate(text, (r["mean_energy_j"], 100 * r["accuracy"]), textcoords="offset points",
                     xytext=(distance * dx, distance * dy), ha={1: "left", -1: "right", 0: "center"}[dx],
-                    va={1: "bottom", -1: "top", 0: "center"}[dy], fontsize=7, color="0.25", zorder=6,
+                    va={1: "bottom", -1: "top", 0: "center"}[dy], fontsize=7, color=r.get("label_colour", "0.25"), zorder=6,
                     linespacing=1.0, multialignment={1: "left", -1: "right", 0: "center"}[dx],
                     bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.75},
                     arrowprops=None if distance == _DISTANCES[0] else {"arrowstyle": "-", "color": "0.5", "lw": 0.6})
@@ -215,14 +235,15 @@ def plot_selection(result: ComparisonView, path: str | Path) -> Path:
     params = t.models["params_b"].fillna(0).to_numpy()
     order = np.argsort(params, kind="stable")
     models = [t.model_ids[i] for i in order]
-    colours = matplotlib.colormaps["viridis"](np.linspace(0.05, 0.95, max(len(models), 1)))
-    fig, ax = plt.subplots(figsize=(9.5, 0.45 * max(len(rows), 2) + 1.6))
+    fig, ax = plt.subplots(figsize=(9.5, max(0.45 * max(len(rows), 2) + 1.6, 0.2 * len(models) + 1.0)))
     y = np.arange(len(rows))[::-1]
     left = np.zeros(len(rows))
-    for colour, model in zip(colours, models):
-        share = np.array([r["selection"].get(model, 0.0) for r in rows])
-        ax.barh(y, share, left=left, color=colour, edgecolor="white", linewidth=0.5, label=model)
-        left += share
+    with matplotlib.rc_context({"hatch.color": "white", "hatch.linewidth": 0.8}):
+        for style, model in zip(model_styles(len(models)), models):
+            share = np.array([r["selection"].get(model, 0.0) for r in rows])
+            ax.barh(y, share, left=left, color=style["color"], hatch=style["hatch"], edgecolor="white", linewidth=0.5,
+                    label=model)
+            left += share
     invalid = np.clip(1.0 - left, 0.0, None)
     if (invalid > 1e-9).any():
         ax.barh(y, invalid, left=left, color="white", edgecolor="crimson", hatch="//", label="invalid action")
@@ -255,7 +276,8 @@ def plot_regret(result: ComparisonView, path: str | Path) -> Path:
         first = next(iter(result.regret.values()))
         per_step = first["random_per_step"]
         cum.plot([0, longest], [0, per_step * longest], color="0.4", linestyle="--", label="uniform random (expected)")
-        step.axhline(per_step, color="0.4", linestyle="--")
+        step.axhline(per_step, color="0.4", linestyle="--", label="uniform random (expected)")
+        step.legend(fontsize=8, frameon=False)
         step.set_title(f"regret per decision, trailing mean over {first['window']} decisions", fontsize=10)
     cum.set_title(f"{result.tournament.card.name}: cumulative online regret on the training split", fontsize=10)
     cum.set_ylabel("cumulative regret")

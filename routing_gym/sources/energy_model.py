@@ -57,8 +57,8 @@ import json
 import math
 import os
 import re
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +108,8 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         check_precision(self.precision, f"ModelSpec {self.hf_id}")
+        if not (self.params_b > 0 or math.isnan(self.params_b)):  # NaN: taken from the matched measurement
+            raise RoutingGymError(f"ModelSpec {self.hf_id}: params_b must be > 0 billions, got {self.params_b}")
         if self.n_gpus is not None and self.n_gpus < 1:
             raise RoutingGymError(f"ModelSpec {self.hf_id}: n_gpus must be >= 1, got {self.n_gpus}")
 
@@ -137,6 +139,70 @@ MLENERGY_PARAMS_B = {
     "mistralai/Mistral-Large-Instruct-2407": 122.6, "mistralai/Mixtral-8x7B-Instruct-v0.1": 46.7,
     "mistralai/Mixtral-8x22B-Instruct-v0.1": 140.6,
 }
+
+
+def measured_model_ids(data_dir: str | os.PathLike | None, gpu: str = GPU) -> list[str]:
+    """Every model ML.ENERGY v2 measured on ``gpu`` (chat and code tasks), as ``org/name`` from its folders."""
+    root = data_root(data_dir) / "energy" / "mlenergy_v2" / "data" / "llm_text_generation"
+    return sorted({f"{d.parent.name}/{d.name}" for d in root.glob(f"*/{gpu}/*/*") if d.is_dir()})
+
+
+@dataclass(frozen=True)
+class MeasurementMatch:
+    """How a model was matched to an ML.ENERGY measurement: ``rule`` is ``stated`` (its spec names
+    the measured model or one of identical architecture), ``id`` (its public id is a measured
+    model's id), ``name`` (its name is the last part of exactly one measured model's id), or
+    ``none`` (priced by the energy law); ``text`` is what the card says."""
+
+    rule: str
+    text: str
+
+
+def match_measurement(model_id: str, spec: ModelSpec | None,
+                      measured: Sequence[str]) -> tuple[ModelSpec | None, MeasurementMatch]:
+    """The spec with ``mlenergy_id`` filled where the model's id or name finds its ML.ENERGY
+    measurement, so that an imported model is priced as a built one; parameters the spec leaves
+    out (NaN) come from :data:`MLENERGY_PARAMS_B`. Case-insensitive; a name that is the last part
+    of several measured ids matches none of them (the card says which)."""
+    if spec is not None and spec.measured_as:
+        return spec, MeasurementMatch("stated", f"ML.ENERGY match: {spec.measured_as} (named by its spec)")
+    by_id = {m.lower(): m for m in measured}
+    hf_id = spec.hf_id if spec is not None else model_id
+    names = {model_id.lower(), hf_id.rsplit("/", 1)[-1].lower()}
+    if hf_id.lower() in by_id:
+        found, match = by_id[hf_id.lower()], MeasurementMatch("id", "")
+    else:
+        hits = sorted({m for m in measured if m.rsplit("/", 1)[-1].lower() in names})
+        if len(hits) != 1:
+            why = f"its name matches several, {', '.join(hits)}: give id=" if hits else "no measured id or name matches"
+            return spec, MeasurementMatch("none", f"ML.ENERGY match: none ({why})")
+        found, match = hits[0], MeasurementMatch("name", "")
+    text = f"ML.ENERGY match: {found} (by {match.rule}: {hf_id if match.rule == 'id' else model_id})"
+    params = MLENERGY_PARAMS_B.get(found, math.nan)
+    if spec is None:
+        spec = ModelSpec(found, "", params)
+    elif math.isnan(spec.params_b):
+        spec = replace(spec, params_b=params)
+    return replace(spec, mlenergy_id=found), MeasurementMatch(match.rule, text)
+
+
+def resolve_specs(model_ids: Sequence[str], specs: Mapping[str, ModelSpec], data_dir: str | os.PathLike | None,
+                  match: bool = True) -> tuple[dict[str, ModelSpec], dict[str, MeasurementMatch]]:
+    """Every model's spec after :func:`match_measurement` (the one path of builders and imports);
+    a model with neither a spec nor a match, or left without a parameter count, is an error.
+    ``match=False``: no ML.ENERGY lookup (an energy model that does not use it needs no data directory)."""
+    measured = measured_model_ids(data_dir) if match else []
+    resolved, matches = {}, {}
+    for mid in model_ids:
+        spec, matches[mid] = match_measurement(mid, specs.get(mid), measured)
+        if spec is not None and not math.isnan(spec.params_b):
+            resolved[mid] = spec
+    unknown = [m for m in model_ids if m not in resolved]
+    if unknown:
+        raise RoutingGymError(f"models {unknown} have no parameter count (none given, and no ML.ENERGY measurement with "
+                              "a known one matches their id or name): their energy cannot be derived; give each a "
+                              f"ModelSpec (--model-spec {unknown[0]}=PARAMS_B[,ACTIVE_B][,id=PUBLIC_ID])")
+    return resolved, matches
 
 
 def data_root(data_dir: str | os.PathLike | None) -> Path:
@@ -404,10 +470,7 @@ def derive_energy_profiles(
     ``specs``: the pool's open-weight models (``zeroeval.OPEN_MODELS``, ``llmrouter.LLMROUTER_MODELS``).
     """
     choice = parse_energy_model(energy_model)
-    unknown = [m for m in model_ids if m not in specs]
-    if unknown:
-        raise RoutingGymError(f"models {unknown} are not open-weight models with a known parameter count "
-                              f"(routing_gym.sources.zeroeval.OPEN_MODELS); their energy cannot be derived")
+    specs, matches = resolve_specs(model_ids, specs, data_dir, match=choice.kind != "measured-arch")
     if choice.kind in BATCHED_KINDS:
         profiles, info = batched_profiles(model_ids, data_dir, specs, choice.kind)
         info = {**info, **_batched_card(info, choice.kind)}
@@ -417,6 +480,10 @@ def derive_energy_profiles(
         assert choice.table is not None
         profiles, info = measured_arch_profiles(choice.table, model_ids, specs)
     info["alternatives"] = energy_alternatives(model_ids, data_dir, specs) if choice.kind != "measured-arch" else {}
+    if choice.kind != "measured-arch":  # the calibration table prices by architecture, not by ML.ENERGY
+        info["matches"] = {m: match.text for m, match in matches.items()}
+        profiles = {m: replace(p, source=f"{p.source}; {matches[m].text}") for m, p in profiles.items()}
+    info["specs"] = specs
     return profiles, info
 
 
@@ -426,6 +493,7 @@ def serving_fields(model_id: str, spec: ModelSpec, profile: EnergyProfile, info:
     return {
         "hf_id": spec.hf_id, "active_params_b": spec.active_b, "gpu": info["gpu"], "n_gpus": profile.n_gpus,
         "precision": spec.precision, "serving_note": spec.serving_note, "energy_method": profile.method,
+        "energy_match": info.get("matches", {}).get(model_id, ""),
         "joules_per_output_token": profile.joules_per_output_token,
         "seconds_per_output_token": profile.seconds_per_output_token,
         "prefill_joules_per_input_token": profile.prefill_joules_per_input_token,
@@ -439,7 +507,7 @@ ENERGY_LAW_VERSION = 2
 
 def card_energy_fit(info: dict[str, Any]) -> dict[str, Any]:
     """What of an energy model's info goes into the card's ``extra.energy_fit`` (not the bulky per-run tables)."""
-    return {**{k: v for k, v in info.items() if k not in ("runs", "curves", "card_notes", "alternatives")},
+    return {**{k: v for k, v in info.items() if k not in ("runs", "curves", "card_notes", "alternatives", "specs")},
             "energy_law_version": ENERGY_LAW_VERSION}
 
 
@@ -460,7 +528,7 @@ def reprice_tournament(t: Any, base_name: str, energy_model: str, specs: dict[st
              profiles[m].latency_s(t.input_tokens[:, k], t.output_tokens[:, k])) for k, m in enumerate(t.model_ids)]
     energy, latency = np.column_stack([c[0] for c in cols]), np.column_stack([c[1] for c in cols])
     models = t.models.copy()
-    models["serving"] = [{**serving, **serving_fields(m, specs[m], profiles[m], info)}
+    models["serving"] = [{**serving, **serving_fields(m, info["specs"][m], profiles[m], info)}
                          for m, serving in zip(t.model_ids, models["serving"])]
     models["energy_source"] = [profiles[m].source for m in t.model_ids]
     models["energy_provenance"] = info["provenance"]

@@ -46,7 +46,13 @@ import numpy as np
 import pandas as pd
 
 from routing_gym.errors import RoutingGymError, UsageError
-from routing_gym.sources.energy_model import ModelSpec, derive_energy_profiles, parse_energy_model
+from routing_gym.sources.energy_model import (
+    ModelSpec,
+    card_energy_fit,
+    derive_energy_profiles,
+    parse_energy_model,
+    serving_fields,
+)
 from routing_gym.tournament import DataCard, Tournament
 from routing_gym.tournament.schema import ENERGY_PROVENANCES
 
@@ -86,18 +92,70 @@ class ColumnMap:
         return self.names.get(canonical, canonical)
 
 
+# ``--model-spec`` keys (and a config file's ``model_specs`` mapping keys) -> ModelSpec fields
+SPEC_KEYS = {"params_b": "params_b", "active_b": "active_params_b", "active_params_b": "active_params_b",
+             "id": "hf_id", "hf_id": "hf_id", "precision": "precision", "gpus": "n_gpus", "n_gpus": "n_gpus",
+             "measured": "mlenergy_id", "mlenergy_id": "mlenergy_id", "arch": "same_architecture_as",
+             "same_architecture_as": "same_architecture_as", "family": "family", "serving_note": "serving_note"}
+SPEC_SYNTAX = ("MODEL=[PARAMS_B[,ACTIVE_B]][,id=PUBLIC_ID][,precision=bf16|fp8|int4][,gpus=N] (billions, > 0), "
+               "e.g. mixtral=46.7,12.9 or llama-405b-turbo=405.9,id=meta-llama/Meta-Llama-3.1-405B-Instruct,precision=fp8,gpus=8")
+
+
+def model_spec_from_fields(model_id: str, fields: Mapping[str, Any], where: str) -> ModelSpec:
+    """A :class:`ModelSpec` from ``--model-spec`` / config keys (:data:`SPEC_KEYS`). Parameters may be left
+    out for a model whose ML.ENERGY measurement is found by id or name (they are then its)."""
+    unknown = sorted(set(fields) - set(SPEC_KEYS))
+    if unknown:
+        raise UsageError(f"{where}: unknown key(s) {unknown}; known: {sorted(SPEC_KEYS)}")
+    values: dict[str, Any] = {"hf_id": model_id, "family": "", "params_b": float("nan")}
+    for key, value in fields.items():
+        name = SPEC_KEYS[key]
+        try:
+            if name in ("params_b", "active_params_b"):
+                value = float(value)
+                if not value > 0:
+                    raise ValueError
+            elif name == "n_gpus":
+                value = int(value)
+            else:
+                value = str(value).strip()
+        except (TypeError, ValueError):
+            raise UsageError(f"{where}: {key}={value!r} is not valid; expected {SPEC_SYNTAX}") from None
+        values[name] = value
+    return ModelSpec(**values)
+
+
 def parse_model_spec(text: str) -> tuple[str, ModelSpec]:
-    """``"my-model=7.6"`` or ``"my-moe=46.7,12.9"`` (billions of total, active parameters)."""
-    model_id, sep, numbers = text.partition("=")
-    parts = numbers.split(",")
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        values = []
-    if not sep or not model_id.strip() or not 1 <= len(values) <= 2 or not all(v > 0 for v in values):
-        raise UsageError(f"--model-spec {text!r}: expected MODEL=PARAMS_B or MODEL=PARAMS_B,ACTIVE_B "
-                         "(billions, > 0), e.g. mixtral=46.7,12.9")
-    return model_id.strip(), ModelSpec(model_id.strip(), "", values[0], values[1] if len(values) == 2 else None)
+    """``"my-model=7.6"``, ``"my-moe=46.7,12.9"`` (billions of total, active parameters), then any
+    ``key=value`` of :data:`SPEC_KEYS`: ``"turbo=405.9,id=meta-llama/...,precision=fp8,gpus=8"``."""
+    model_id, sep, rest = text.partition("=")
+    where = f"--model-spec {text!r}"
+    if not sep or not model_id.strip() or not rest.strip():
+        raise UsageError(f"{where}: expected {SPEC_SYNTAX}")
+    fields: dict[str, Any] = {}
+    numbers = []
+    for part in (p.strip() for p in rest.split(",")):
+        key, is_key, value = part.partition("=")
+        if is_key:
+            fields[key.strip()] = value
+        elif fields:  # a bare number after key=value pairs is ambiguous
+            raise UsageError(f"{where}: numbers come first; expected {SPEC_SYNTAX}")
+        else:
+            numbers.append(part)
+    if len(numbers) > 2:
+        raise UsageError(f"{where}: at most two numbers (PARAMS_B, ACTIVE_B); expected {SPEC_SYNTAX}")
+    fields.update(zip(("params_b", "active_b"), numbers))
+    return model_id.strip(), model_spec_from_fields(model_id.strip(), fields, where)
+
+
+def config_model_spec(model_id: str, value: Any, where: str) -> ModelSpec:
+    """A config file's ``model_specs`` entry: ``7.6``, ``[46.7, 12.9]`` or a mapping of :data:`SPEC_KEYS`."""
+    if isinstance(value, Mapping):
+        return model_spec_from_fields(model_id, value, f"{where}, model_specs.{model_id}")
+    numbers = value if isinstance(value, list) else [value]
+    if not 1 <= len(numbers) <= 2:
+        raise UsageError(f"{where}, model_specs.{model_id}: expected PARAMS_B, [PARAMS_B, ACTIVE_B] or a mapping")
+    return model_spec_from_fields(model_id, dict(zip(("params_b", "active_b"), numbers)), f"{where}, model_specs.{model_id}")
 
 
 def read_long_table(path: str | os.PathLike) -> pd.DataFrame:
@@ -110,12 +168,30 @@ def read_long_table(path: str | os.PathLike) -> pd.DataFrame:
         raise RoutingGymError(f"{path}: no such file")
     try:
         if suffix == ".csv":
-            return pd.read_csv(path, dtype=str)  # ids stay text ("007"); numbers are parsed per column below
+            _check_field_counts(path)
+            # ids stay text ("007"); numbers are parsed per column below; the first column is never an index
+            return pd.read_csv(path, dtype=str, index_col=False)
         if suffix == ".jsonl":
             return pd.read_json(path, lines=True, dtype=False, precise_float=True)
         return pd.read_parquet(path)
     except (ValueError, OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise RoutingGymError(f"{path}: cannot read as {suffix[1:]} ({exc})") from None
+
+
+def _check_field_counts(path: Path) -> None:
+    """Every CSV row has the header's number of fields. pandas would take one extra field on the first
+    row as an index column and shift every value one column along, blaming the wrong column."""
+    import csv
+
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = csv.reader(f)
+        header = next(rows, None)
+        if header is None:
+            return
+        for row, fields in enumerate(rows, start=1):
+            if fields and len(fields) != len(header):
+                raise RoutingGymError(f"{path}, row {row}: {len(fields)} fields, but the header has {len(header)} "
+                                      f"({', '.join(header)}); a value with a comma needs quotes")
 
 
 def _correctness(raw: pd.Series, where: str, column: str) -> np.ndarray:
@@ -202,12 +278,26 @@ def long_table_to_tournament(
     _check_complete(t, where, cols)
 
     models = list(dict.fromkeys(t["model_id"]))
-    need = {"energy_j": t["energy_j"].isna(), "latency_s": t["latency_s"].isna()}
-    derive = sorted({m for c in need for m in t.loc[need[c].to_numpy(), "model_id"]})
     provenance = {m: energy_provenance for m in models}
     sources = {m: "supplied in the long table" for m in models}
+    serving: dict[str, dict[str, Any]] = {m: {} for m in models}
+    specs = dict(model_specs or {})
+    notes: list[str] = []
+    extra: dict[str, Any] = {}
+    no_energy = t["energy_j"].isna().to_numpy()
+    derive = sorted(set(t.loc[no_energy, "model_id"]))
     if derive:
-        _derive_costs(t, where, cols, derive, energy_model, model_specs or {}, data_dir, provenance, sources)
+        info = _derive_costs(t, where, cols, derive, energy_model, specs, data_dir, provenance, sources, serving)
+        notes += info["card_notes"]
+        extra = {"energy_model": energy_model, "energy_fit": card_energy_fit(info)}
+    no_latency = t["latency_s"].isna().to_numpy()
+    if no_latency.any():
+        # logged joules without seconds: latency is optional, so it is 0 (latency terms of a reward are then constant)
+        unknown = sorted(set(t.loc[no_latency, "model_id"]))
+        t.loc[no_latency, "latency_s"] = 0.0
+        for m in unknown:
+            serving[m]["latency_logged"] = False
+        notes.append(f"latency not logged for {', '.join(unknown)}: latency_s and mean_power_w are 0 on those rows")
     power = t["mean_power_w"].to_numpy(dtype=float)
     latency = t["latency_s"].to_numpy(dtype=float)
     t["mean_power_w"] = np.where(np.isnan(power), np.divide(t["energy_j"], latency, out=np.zeros(len(t)),
@@ -216,16 +306,16 @@ def long_table_to_tournament(
     first = t.drop_duplicates("query_id")
     queries = pd.DataFrame({c: first[c] for c in ("query_id", "benchmark", "prompt", *[c for c in ("reference", "split")
                                                                                       if c in first])})
-    specs = model_specs or {}
-    model_rows = [{"model_id": m, "params_b": specs[m].params_b if m in specs else np.nan,
-                   "serving": {"active_params_b": specs[m].active_b} if m in specs else {},
+    model_rows = [{"model_id": m, "family": specs[m].family if m in specs else "",
+                   "params_b": specs[m].params_b if m in specs else np.nan,
+                   "serving": {**({"active_params_b": specs[m].active_b} if m in specs else {}), **serving[m]},
                    "energy_provenance": provenance[m], "energy_source": sources[m]} for m in models]
     kinds = set(provenance.values())
     card = DataCard(
         name=name, provenance=kinds.pop() if len(kinds) == 1 else "mixed",
         description=f"imported from the long table {where}: {len(queries)} questions x {len(models)} models",
         licence=licence, sources=[str(where)],
-        notes=[f"energy of {m}: {sources[m]}" for m in models],
+        notes=[f"energy of {m}: {sources[m]}" for m in models] + notes, extra=extra,
     )
     outcomes = t[["query_id", "model_id", "correct", "energy_j", "latency_s", "mean_power_w", "input_tokens",
                   "output_tokens", *(["output_text"] if "output_text" in t else [])]]
@@ -233,18 +323,17 @@ def long_table_to_tournament(
 
 
 def _derive_costs(t: pd.DataFrame, where: str, cols: ColumnMap, models: list[str], energy_model: str | None,
-                  specs: Mapping[str, ModelSpec], data_dir, provenance: dict[str, str], sources: dict[str, str]) -> None:
-    """Fill missing energy/latency of ``models`` from their token counts (in place)."""
-    gaps = [c for c in ("energy_j", "latency_s") if t.loc[t["model_id"].isin(models), c].isna().any()]
+                  specs: dict[str, ModelSpec], data_dir, provenance: dict[str, str], sources: dict[str, str],
+                  serving: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Fill missing energy (and latency) of ``models`` from their token counts, in place, through the
+    builders' pricing path (:func:`derive_energy_profiles`: a measured model by its measurement);
+    ``specs`` gets each model's resolved spec, ``serving`` what a built tournament records (the
+    alternative laws included). Returns the energy model's info."""
     if energy_model is None:
-        raise RoutingGymError(f"{where}: column(s) {gaps} missing for model(s) {models}: give them "
-                              f"(--column {gaps[0]}=NAME) or derive them from tokens with --energy-model batched "
-                              "and --model-spec MODEL=PARAMS_B per model")
+        raise RoutingGymError(f"{where}: column 'energy_j' missing for model(s) {models}: give it "
+                              "(--column energy_j=NAME) or derive it from tokens with --energy-model batched "
+                              "and --model-spec MODEL=PARAMS_B per model not measured by ML.ENERGY")
     parse_energy_model(energy_model)
-    unknown = [m for m in models if m not in specs]
-    if unknown:
-        raise RoutingGymError(f"{where}: model(s) {unknown} need derived energy but have no parameter count: add "
-                              f"--model-spec {unknown[0]}=PARAMS_B[,ACTIVE_B] for each")
     rows = t["model_id"].isin(models).to_numpy()
     no_tokens = rows & t["output_tokens"].isna().to_numpy()
     if no_tokens.any():
@@ -252,7 +341,10 @@ def _derive_costs(t: pd.DataFrame, where: str, cols: ColumnMap, models: list[str
         raise RoutingGymError(f"{where}, row {row + 1}: energy must be derived for model {t['model_id'].iloc[row]!r} but "
                               f"output_tokens is missing: add an output-token column (--column output_tokens=NAME) "
                               "or an energy column (--column energy_j=NAME)")
-    profiles, info = derive_energy_profiles(energy_model, models, data_dir, specs=dict(specs))
+    try:
+        profiles, info = derive_energy_profiles(energy_model, models, data_dir, specs=specs)
+    except RoutingGymError as exc:
+        raise RoutingGymError(f"{where}: {exc}") from None
     for m in models:
         sel = (t["model_id"] == m).to_numpy()
         inp = np.nan_to_num(t.loc[sel, "input_tokens"].to_numpy(dtype=float))
@@ -260,8 +352,11 @@ def _derive_costs(t: pd.DataFrame, where: str, cols: ColumnMap, models: list[str
         for column, values in (("energy_j", profiles[m].energy_j(inp, out)), ("latency_s", profiles[m].latency_s(inp, out))):
             current = t.loc[sel, column].to_numpy(dtype=float)
             t.loc[sel, column] = np.where(np.isnan(current), values, current)
+        specs[m] = info["specs"][m]
+        serving[m] = serving_fields(m, specs[m], profiles[m], info)
         provenance[m] = info["provenance"]
         sources[m] = f"DERIVED from tokens with energy model {energy_model!r}: {profiles[m].source}"
+    return info
 
 
 def import_long_table(path: str | os.PathLike, columns: ColumnMap | None = None, **options: Any) -> Tournament:

@@ -40,7 +40,8 @@ OUTCOME_COLUMNS = (
     Column("correct", "float", True, "correctness in [0, 1] (fractional = pass rate)"),
     Column("energy_j", "float", True, "GPU energy of the answer (idle-subtracted when measured)", "J"),
     Column("latency_s", "float", True, "wall-clock time of the answer", "s"),
-    Column("mean_power_w", "float", True, "mean GPU power over the answer (energy / latency)", "W"),
+    Column("mean_power_w", "float", True, "power attributed to the answer (energy / latency): the GPUs' draw "
+           "for one request at a time, a request's share of it in a batched server", "W"),
     Column("input_tokens", "float", False, "prompt tokens; NaN when unknown", "tokens"),
     Column("output_tokens", "float", False, "generated tokens; NaN when unknown", "tokens"),
     Column("output_text", "str", False, "the model's answer text"),
