@@ -30,9 +30,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from task_aware_study import _ci, check_choices  # this script's folder is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "results" / "routers"
@@ -138,12 +138,6 @@ def run_uniroute() -> None:
     (OUT / "uniroute.json").write_text(json.dumps(payload, indent=1, default=int))
 
 
-def _ci(value: Any, low: Any, high: Any) -> str:
-    if value is None or not math.isfinite(value):
-        return "—"
-    return f"{value:+.1f} [{low:+.1f}, {high:+.1f}]" if low is not None else f"{value:+.1f}"
-
-
 def summarise(argv: list[str]) -> None:
     lines = ["# Routers at the literature's strength (issue 32)", "",
              f"Written by `python experiments/routers_study.py {' '.join(argv)}`. Content gain: accuracy minus the "
@@ -165,15 +159,13 @@ def summarise(argv: list[str]) -> None:
                 continue
             lines.append(f"| {r['method']} | {r.get('deployable_label', 'yes' if r['deployable'] else 'no')} | "
                          f"{100 * r['accuracy']:.1f} | {r['mean_energy_j']:,.1f} | "
-                         f"{_ci(r.get('routing_gain_pp'), r.get('routing_gain_pp_ci_low'), r.get('routing_gain_pp_ci_high'))} | "
-                         f"{_ci(r.get('content_gain_pp'), r.get('content_gain_pp_ci_low'), r.get('content_gain_pp_ci_high'))} |")
+                         f"{_ci(r, 'routing_gain_pp')} | {_ci(r, 'content_gain_pp')} |")
         deployable = [r for r in results["rows"] if r["kind"] == "agent" and r["deployable"] and r.get("seeds_ok")
                       and r.get("content_gain_pp") is not None]
         if deployable:
             best = max(deployable, key=lambda r: r["content_gain_pp"])
             low = max(deployable, key=lambda r: r.get("content_gain_pp_ci_low") or -math.inf)
-            lines += ["", f"Best deployable content gain: {best['method']} "
-                      f"{_ci(best['content_gain_pp'], best.get('content_gain_pp_ci_low'), best.get('content_gain_pp_ci_high'))}; "
+            lines += ["", f"Best deployable content gain: {best['method']} {_ci(best, 'content_gain_pp')}; "
                       f"highest lower bound: {low['method']} ({low.get('content_gain_pp_ci_low'):+.1f})."]
         lines.append("")
     if (OUT / "bandits_passes.json").exists():
@@ -181,7 +173,7 @@ def summarise(argv: list[str]) -> None:
         lines += ["## Bandits: passes over mmlu-pro's training split (`bandits_passes.json`, one seed, audit off)", "",
                   "| Agent | Passes | Accuracy % | Mean J | Content gain pp | Fit s |", "|---|---:|---:|---:|---:|---:|"]
         lines += [f"| {r['agent']} | {r['passes']} | {100 * r['accuracy']:.1f} | {r['mean_energy_j']:,.1f} | "
-                  f"{_ci(r['content_gain_pp'], r['content_gain_pp_ci_low'], r['content_gain_pp_ci_high'])} | {r['fit_s']:.0f} |"
+                  f"{_ci(r, 'content_gain_pp')} | {r['fit_s']:.0f} |"
                   for r in rows]
         lines.append("")
     if (OUT / "uniroute.json").exists():
@@ -202,11 +194,7 @@ def main() -> int:
     parser.add_argument("--tournaments", default=",".join(TOURNAMENTS), help="comma-separated: " + ", ".join(TOURNAMENTS))
     parser.add_argument("--seeds", type=int, default=5)
     args = parser.parse_args()
-    parts, names = args.parts.split(","), args.tournaments.split(",")
-    for value, allowed, option in ((parts, PARTS, "--parts"), (names, TOURNAMENTS, "--tournaments")):
-        unknown = sorted(set(value) - set(allowed))
-        if unknown:
-            parser.error(f"{option}: unknown {unknown}; choose from {', '.join(allowed)}")
+    parts, names = check_choices(parser, args, PARTS, TOURNAMENTS)
     if "compare" in parts:
         for name in names:
             run_compare(name, args.seeds)
