@@ -99,8 +99,7 @@ def run_bandits() -> None:
             row = result.row(name)
             rows.append({"agent": name, "passes": passes, **{k: row.get(k) for k in (
                 "accuracy", "mean_energy_j", "content_gain_pp", "content_gain_pp_ci_low", "content_gain_pp_ci_high",
-                "routing_gain_pp", "routing_gain_pp_ci_low", "routing_gain_pp_ci_high")},
-                "fit_s": float(np.mean([r.fit_s for r in result.records if r.method == name]))})
+                "routing_gain_pp", "routing_gain_pp_ci_low", "routing_gain_pp_ci_high", "fit_s")}})
         log(f"bandits x {passes} passes done")
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "bandits_passes.json").write_text(json.dumps(rows, indent=1))
@@ -144,6 +143,12 @@ def run_uniroute() -> None:
     (OUT / "uniroute.json").write_text(json.dumps(payload, indent=1, default=int))
 
 
+def _split_subjects(by_cluster: dict[str, dict[str, int]]) -> list[str]:
+    """Subjects whose training rows fall in more than one cluster (``crosstab.to_dict()``: cluster -> subject -> rows)."""
+    subjects = {subject for column in by_cluster.values() for subject in column}
+    return sorted(s for s in subjects if sum(column.get(s, 0) > 0 for column in by_cluster.values()) > 1)
+
+
 def summarise() -> None:
     lines = ["# Routers at the literature's strength (issue 32)", "",
              "Written by `experiments/routers_study.py` (every part: `python experiments/routers_study.py --seeds N`; this "
@@ -184,13 +189,19 @@ def summarise() -> None:
         lines += [f"| {r['agent']} | {r['passes']} | {100 * r['accuracy']:.1f} | {r['mean_energy_j']:,.1f} | "
                   f"{_ci(r, 'content_gain_pp')} | {r['fit_s']:.0f} |"
                   for r in rows]
-        lines.append("")
+        lines += ["", "The bandits' default stays one pass (`epochs=1`): every training decision is then an online "
+                  "decision on a question not seen before, so the regret logged over training means what it says; more "
+                  "passes replay the same questions (compare the rows above for what they buy).", ""]
     if (OUT / "uniroute.json").exists():
         u = json.loads((OUT / "uniroute.json").read_text())
+        split = _split_subjects(u["subjects_by_cluster"])
         lines += ["## uniroute against per-benchmark on mmlu-pro (`uniroute.json`)", "",
                   f"Share of test queries routed to the same model: {u['same_route_share']:.3f}. uniroute's routes: "
                   f"{u['routes']['uniroute']}; per-benchmark's: {u['routes']['per-benchmark']}. Each cluster's route "
                   f"(cluster error + cost_weight x cost): {u['cluster_route']}; cluster sizes {u['cluster_sizes']}.",
+                  "", f"Subjects split across clusters (training rows of one subject in more than one cluster): "
+                  f"{', '.join(split) or 'none'}" + ("; k-means on the featurizer's text block plus its benchmark one-hot "
+                  "groups whole subjects, so uniroute is a coarser per-benchmark router here." if not split else "."),
                   "", f"routellm's arms on mmlu-pro: strong {u['routellm_arms']['strong']}, weak {u['routellm_arms']['weak']}.", "",
                   "What the label-nested routers chose on mmlu-pro's validation part (seed 0; value = mean correct - mu x "
                   "J / J_ref of the routes there, label only = 'inf'):", ""]
@@ -198,7 +209,9 @@ def summarise() -> None:
             best = max(choice["validation_value"].values())
             lines.append(f"- {name}: strength {choice['strength']}; label only {choice['validation_value']['inf']:.4f}, "
                          f"best candidate {best:.4f}")
-        lines.append("")
+        label_only = [n for n, c in u["nested_choice"].items() if c["strength"] == "label only"]
+        lines += ["", f"Routers whose text residual did not beat the label on validation (so they route exactly as "
+                  f"per-benchmark at their price): {', '.join(label_only) or 'none'}.", ""]
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "README.md").write_text("\n".join(lines))
     print("\n".join(lines))
