@@ -36,7 +36,7 @@ class CostAwareRouter(LabelNestedRouter):
     """Label-nested per-model logistic regressions minus a price on joules (module docstring)."""
 
     name = "cost-aware"
-    strengths = (1e-1, 3e-2, 1e-2, 3e-3, 1e-3)  # L2 penalty on the text weights (per query)
+    strengths = (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5)  # L2 penalty on the text weights (per query)
 
     def __init__(self, rule: Literal["penalty", "threshold"] = "penalty", tau: float = 0.5, **kwargs: Any):
         super().__init__(**kwargs)

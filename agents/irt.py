@@ -48,7 +48,7 @@ class IRTRouter(LabelNestedRouter):
     """Multidimensional IRT with query-side discrimination and difficulty (module docstring)."""
 
     name = "irt"
-    strengths = (1e-1, 3e-2, 1e-2, 3e-3, 1e-3)  # L2 penalty per query on W, w_b and a
+    strengths = (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5)  # L2 penalty per query on W, w_b and a
 
     def __init__(self, rank: int = 8, **kwargs: Any):
         super().__init__(**kwargs)

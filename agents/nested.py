@@ -87,8 +87,7 @@ def validation_parts(ctx: FitContext) -> tuple[np.ndarray, np.ndarray] | None:
 
 class LabelNestedRouter(Agent):
     """Base of the label-nested routers (module docstring). A subclass sets ``strengths``
-    (candidate residual strengths, weakest text first is not required; ``LABEL_ONLY`` is added)
-    and implements ``fit_text`` / ``text_proba``; ``strength_in_fit = False`` says the strength
+    (candidate residual strengths; ``LABEL_ONLY`` is always a candidate too) and implements ``fit_text`` / ``text_proba``; ``strength_in_fit = False`` says the strength
     only enters ``text_proba`` (one fit per data part serves every candidate)."""
 
     feedback = "full"

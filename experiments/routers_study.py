@@ -9,7 +9,8 @@ Parts (``--parts``, all by default), written under ``experiments/results/routers
 - ``bandits``: linucb, epsilon-greedy and thompson on mmlu-pro at several passes over the
   training split (``epochs``; audit off, one seed): content gain against passes;
 - ``uniroute``: why uniroute's routes equal per-benchmark's on mmlu-pro (its clusters against the
-  subjects, and what each cluster routes to);
+  subjects, and what each cluster routes to), routellm's arms, and what the label-nested routers
+  chose on their validation part there;
 - ``summary``: ``README.md`` (this command, every table) from what the parts wrote.
 
 gbdt reads e5 embeddings by default; where a tournament's prompts are not all in the shared e5
@@ -30,9 +31,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from task_aware_study import _ci, check_choices  # this script's folder is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "results" / "routers"
@@ -42,6 +43,7 @@ NESTED = ("cost-aware", "irt", "mf", "gbdt")
 BANDITS = ("linucb", "epsilon-greedy", "thompson")
 PASSES = (1, 2, 4)
 PARTS = ("compare", "bandits", "uniroute", "summary")
+BASELINES = ("fixed-smallest", "fixed-medium", "fixed-largest", "per-benchmark", "random")  # not routers that read the text
 
 
 def log(message: str) -> None:
@@ -73,7 +75,7 @@ def run_compare(name: str, seeds: int) -> None:
     for path in cells.iterdir():
         if path.is_file():
             shutil.copy2(path, out / path.name)
-    command = " ".join(["routing-gym", *argv[3:5], *argv[5:7], "--seeds", str(seeds)]
+    command = " ".join(["routing-gym", "compare", "--tournament", name, "--seeds", str(seeds)]
                        + ([f"--agent-kwargs '{argv[-1]}'"] if features != "e5" else []))
     (out / "run.json").write_text(json.dumps({
         "command": command, "exit_status": os.waitstatus_to_exitcode(status), "wall_s": round(wall, 1),
@@ -97,8 +99,7 @@ def run_bandits() -> None:
             row = result.row(name)
             rows.append({"agent": name, "passes": passes, **{k: row.get(k) for k in (
                 "accuracy", "mean_energy_j", "content_gain_pp", "content_gain_pp_ci_low", "content_gain_pp_ci_high",
-                "routing_gain_pp", "routing_gain_pp_ci_low", "routing_gain_pp_ci_high")},
-                "fit_s": float(np.mean([r.fit_s for r in result.records if r.method == name]))})
+                "routing_gain_pp", "routing_gain_pp_ci_low", "routing_gain_pp_ci_high", "fit_s")}})
         log(f"bandits x {passes} passes done")
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "bandits_passes.json").write_text(json.dumps(rows, indent=1))
@@ -114,8 +115,9 @@ def run_uniroute() -> None:
 
     t = resolve_tournament("mmlu-pro")
     fitted = {}
-    for name in ("uniroute", "per-benchmark", "routellm"):
-        agent = make_agent(name)
+    gbdt = {"features": gbdt_features("mmlu-pro")}
+    for name in ("uniroute", "per-benchmark", "routellm", *NESTED):
+        agent = make_agent(name, **(gbdt if name == "gbdt" else {}))
         logs = agent.fit(FitContext(t, Reward("gated_rank", {"lambda_e": 0.4}), seed=0))
         fitted[name] = (agent, logs)
     uni = fitted["uniroute"][0]
@@ -133,20 +135,24 @@ def run_uniroute() -> None:
         "cluster_sizes": np.bincount(clusters, minlength=uni.kmeans.n_clusters).tolist(),
         "subjects_by_cluster": table.to_dict(),
         "routellm_arms": {k: fitted["routellm"][1][k] for k in ("strong", "weak")},
+        # What the label-nested routers chose on their validation part (seed 0): the text's strength and
+        # the validation value (mean correct - mu x J / J_ref of the routes) of every candidate.
+        "nested_choice": {name: {k: fitted[name][1][k] for k in ("strength", "validation_value")} for name in NESTED},
     }
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "uniroute.json").write_text(json.dumps(payload, indent=1, default=int))
 
 
-def _ci(value: Any, low: Any, high: Any) -> str:
-    if value is None or not math.isfinite(value):
-        return "—"
-    return f"{value:+.1f} [{low:+.1f}, {high:+.1f}]" if low is not None else f"{value:+.1f}"
+def _split_subjects(by_cluster: dict[str, dict[str, int]]) -> list[str]:
+    """Subjects whose training rows fall in more than one cluster (``crosstab.to_dict()``: cluster -> subject -> rows)."""
+    subjects = {subject for column in by_cluster.values() for subject in column}
+    return sorted(s for s in subjects if sum(column.get(s, 0) > 0 for column in by_cluster.values()) > 1)
 
 
-def summarise(argv: list[str]) -> None:
+def summarise() -> None:
     lines = ["# Routers at the literature's strength (issue 32)", "",
-             f"Written by `python experiments/routers_study.py {' '.join(argv)}`. Content gain: accuracy minus the "
+             "Written by `experiments/routers_study.py` (every part: `python experiments/routers_study.py --seeds N`; this "
+             "page alone: `--parts summary`); each section names its own command and files. Content gain: accuracy minus the "
              "task-aware hull (per-benchmark routes chosen on train, the fixed models, their mixes) at the method's mean "
              "joules, pp [paired 95 % bootstrap interval over test queries]. Machine: 2 shared cores under heavy load, so "
              "wall times are load-bound; CPU time is reported beside them.", ""]
@@ -165,32 +171,47 @@ def summarise(argv: list[str]) -> None:
                 continue
             lines.append(f"| {r['method']} | {r.get('deployable_label', 'yes' if r['deployable'] else 'no')} | "
                          f"{100 * r['accuracy']:.1f} | {r['mean_energy_j']:,.1f} | "
-                         f"{_ci(r.get('routing_gain_pp'), r.get('routing_gain_pp_ci_low'), r.get('routing_gain_pp_ci_high'))} | "
-                         f"{_ci(r.get('content_gain_pp'), r.get('content_gain_pp_ci_low'), r.get('content_gain_pp_ci_high'))} |")
+                         f"{_ci(r, 'routing_gain_pp')} | {_ci(r, 'content_gain_pp')} |")
         deployable = [r for r in results["rows"] if r["kind"] == "agent" and r["deployable"] and r.get("seeds_ok")
-                      and r.get("content_gain_pp") is not None]
+                      and r.get("content_gain_pp") is not None and r["method"] not in BASELINES]
         if deployable:
             best = max(deployable, key=lambda r: r["content_gain_pp"])
-            low = max(deployable, key=lambda r: r.get("content_gain_pp_ci_low") or -math.inf)
-            lines += ["", f"Best deployable content gain: {best['method']} "
-                      f"{_ci(best['content_gain_pp'], best.get('content_gain_pp_ci_low'), best.get('content_gain_pp_ci_high'))}; "
-                      f"highest lower bound: {low['method']} ({low.get('content_gain_pp_ci_low'):+.1f})."]
+            low = max(deployable, key=lambda r: r["content_gain_pp_ci_low"])
+            above = [r["method"] for r in deployable if r["content_gain_pp_ci_low"] > 0]
+            lines += ["", f"Best deployable router's content gain: {best['method']} {_ci(best, 'content_gain_pp')}; "
+                      f"highest lower bound: {low['method']} ({low['content_gain_pp_ci_low']:+.1f}); content gain CI above 0: "
+                      f"{', '.join(above) or 'none'}."]
         lines.append("")
     if (OUT / "bandits_passes.json").exists():
         rows = json.loads((OUT / "bandits_passes.json").read_text())
         lines += ["## Bandits: passes over mmlu-pro's training split (`bandits_passes.json`, one seed, audit off)", "",
                   "| Agent | Passes | Accuracy % | Mean J | Content gain pp | Fit s |", "|---|---:|---:|---:|---:|---:|"]
         lines += [f"| {r['agent']} | {r['passes']} | {100 * r['accuracy']:.1f} | {r['mean_energy_j']:,.1f} | "
-                  f"{_ci(r['content_gain_pp'], r['content_gain_pp_ci_low'], r['content_gain_pp_ci_high'])} | {r['fit_s']:.0f} |"
+                  f"{_ci(r, 'content_gain_pp')} | {r['fit_s']:.0f} |"
                   for r in rows]
-        lines.append("")
+        lines += ["", "The bandits' default stays one pass (`epochs=1`): every training decision is then an online "
+                  "decision on a question not seen before, so the regret logged over training means what it says; more "
+                  "passes replay the same questions (compare the rows above for what they buy).", ""]
     if (OUT / "uniroute.json").exists():
         u = json.loads((OUT / "uniroute.json").read_text())
+        split = _split_subjects(u["subjects_by_cluster"])
         lines += ["## uniroute against per-benchmark on mmlu-pro (`uniroute.json`)", "",
                   f"Share of test queries routed to the same model: {u['same_route_share']:.3f}. uniroute's routes: "
                   f"{u['routes']['uniroute']}; per-benchmark's: {u['routes']['per-benchmark']}. Each cluster's route "
                   f"(cluster error + cost_weight x cost): {u['cluster_route']}; cluster sizes {u['cluster_sizes']}.",
-                  "", f"routellm's arms on mmlu-pro: strong {u['routellm_arms']['strong']}, weak {u['routellm_arms']['weak']}.", ""]
+                  "", f"Subjects split across clusters (training rows of one subject in more than one cluster): "
+                  f"{', '.join(split) or 'none'}" + ("; k-means on the featurizer's text block plus its benchmark one-hot "
+                  "groups whole subjects, so uniroute is a coarser per-benchmark router here." if not split else "."),
+                  "", f"routellm's arms on mmlu-pro: strong {u['routellm_arms']['strong']}, weak {u['routellm_arms']['weak']}.", "",
+                  "What the label-nested routers chose on mmlu-pro's validation part (seed 0; value = mean correct - mu x "
+                  "J / J_ref of the routes there, label only = 'inf'):", ""]
+        for name, choice in u["nested_choice"].items():
+            best = max(choice["validation_value"].values())
+            lines.append(f"- {name}: strength {choice['strength']}; label only {choice['validation_value']['inf']:.4f}, "
+                         f"best candidate {best:.4f}")
+        label_only = [n for n, c in u["nested_choice"].items() if c["strength"] == "label only"]
+        lines += ["", f"Routers whose text residual did not beat the label on validation (so they route exactly as "
+                  f"per-benchmark at their price): {', '.join(label_only) or 'none'}.", ""]
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "README.md").write_text("\n".join(lines))
     print("\n".join(lines))
@@ -202,11 +223,7 @@ def main() -> int:
     parser.add_argument("--tournaments", default=",".join(TOURNAMENTS), help="comma-separated: " + ", ".join(TOURNAMENTS))
     parser.add_argument("--seeds", type=int, default=5)
     args = parser.parse_args()
-    parts, names = args.parts.split(","), args.tournaments.split(",")
-    for value, allowed, option in ((parts, PARTS, "--parts"), (names, TOURNAMENTS, "--tournaments")):
-        unknown = sorted(set(value) - set(allowed))
-        if unknown:
-            parser.error(f"{option}: unknown {unknown}; choose from {', '.join(allowed)}")
+    parts, names = check_choices(parser, args, PARTS, TOURNAMENTS)
     if "compare" in parts:
         for name in names:
             run_compare(name, args.seeds)
@@ -215,7 +232,7 @@ def main() -> int:
     if "uniroute" in parts:
         run_uniroute()
     if "summary" in parts:
-        summarise(sys.argv[1:])
+        summarise()
     return 0
 
 

@@ -118,17 +118,24 @@ def summarise(names: list[str]) -> None:
     print("\n".join(lines))
 
 
+def check_choices(parser: argparse.ArgumentParser, args: argparse.Namespace, parts: tuple[str, ...],
+                  tournaments: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """``--parts`` and ``--tournaments`` as lists; an unknown name is a usage error listing the choices."""
+    chosen = args.parts.split(","), args.tournaments.split(",")
+    for value, allowed, option in zip(chosen, (parts, tournaments), ("--parts", "--tournaments")):
+        unknown = sorted(set(value) - set(allowed))
+        if unknown:
+            parser.error(f"{option}: unknown {unknown}; choose from {', '.join(allowed)}")
+    return chosen
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(PARTS))
     parser.add_argument("--tournaments", default=",".join(FOLDERS), help="comma-separated: " + ", ".join(FOLDERS))
     parser.add_argument("--seeds", type=int, default=5)
     args = parser.parse_args()
-    parts, names = args.parts.split(","), args.tournaments.split(",")
-    for value, allowed, option in ((parts, PARTS, "--parts"), (names, tuple(FOLDERS), "--tournaments")):
-        unknown = sorted(set(value) - set(allowed))
-        if unknown:
-            parser.error(f"{option}: unknown {unknown}; choose from {', '.join(allowed)}")
+    parts, names = check_choices(parser, args, PARTS, tuple(FOLDERS))
     for name in names:
         if "compare" in parts:
             run_one_compare(name, args.seeds)
