@@ -1,8 +1,10 @@
 """``gbdt``: a per-model gradient-boosted correctness model, blended with the benchmark label.
 
 Per model k, scikit-learn's ``HistGradientBoostingClassifier`` estimates P(k answers x
-correctly) from e5 embeddings of the question (``features="e5"``, PCA-reduced to ``dim``; any
-featurizer kind works), the benchmark one-hot and cheap scalar features: log characters, log
+correctly) from the question's features (TF-IDF + SVD by default, reduced to ``dim``;
+``features="e5"`` gives multilingual-e5 embeddings, the configuration the routers study runs where a
+tournament is already embedded: embedding costs ~0.1 s of CPU per new question, so a default of e5
+would make the first ``compare`` of every tournament minutes long), the benchmark one-hot and cheap scalar features: log characters, log
 words, digit / math-symbol / upper-case share (``routers.complexity_features``) and the
 number of answer options. This is the "predict each model's correctness, then route"
 family that LLMRouterBench (arXiv 2601.07206) and RouterBench (arXiv 2403.12031) evaluate
@@ -44,7 +46,7 @@ class GradientBoostedRouter(LabelNestedRouter):
     strengths = (0.25, 0.5, 0.75, 1.0)  # blend weight of the boosted P
     strength_in_fit = False
 
-    def __init__(self, features: str = "e5", dim: int = 32, max_iter: int = 100, learning_rate: float = 0.1,
+    def __init__(self, features: str = "tfidf-svd", dim: int = 32, max_iter: int = 100, learning_rate: float = 0.1,
                  max_leaf_nodes: int = 15, min_samples_leaf: int = 40, l2_regularization: float = 1.0, **kwargs: Any):
         super().__init__(features=features, dim=dim, **kwargs)
         self.boosting = {"max_iter": max_iter, "learning_rate": learning_rate, "max_leaf_nodes": max_leaf_nodes,

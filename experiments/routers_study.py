@@ -13,9 +13,9 @@ Parts (``--parts``, all by default), written under ``experiments/results/routers
   chose on their validation part there;
 - ``summary``: ``README.md`` (this command, every table) from what the parts wrote.
 
-gbdt reads e5 embeddings by default; where a tournament's prompts are not all in the shared e5
-store yet (``E5Store().cached``), it runs on TF-IDF + SVD here and the README says so (a
-second embedding of the same texts would compete with the one filling the store).
+gbdt runs on e5 embeddings here where a tournament's prompts are all in the shared e5 store
+(``E5Store().cached``), else on its default TF-IDF + SVD, and the README says which (a second
+embedding of the same texts would compete with the one filling the store).
 
     ROUTING_GYM_DATA_DIR=../shared/data OMP_NUM_THREADS=1 python experiments/routers_study.py --seeds 1
 """
@@ -64,7 +64,7 @@ def run_compare(name: str, seeds: int) -> None:
     features = gbdt_features(name)
     cells = CELLS / name
     argv = [sys.executable, "-m", "routing_gym", "compare", "--tournament", name, "--seeds", str(seeds), "--out", str(cells)]
-    if features != "e5":
+    if features == "e5":
         argv += ["--agent-kwargs", json.dumps({"gbdt": {"features": features}})]
     tic = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=ROOT)
