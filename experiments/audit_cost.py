@@ -40,13 +40,15 @@ def cpu_of_children() -> float:
 
 
 def run(label: str, out: Path, extra: list[str], pythonpath: str | None = None) -> dict:
-    """One ``compare`` in a subprocess: its wall and CPU seconds, and its results.json's audit seconds."""
+    """One ``compare`` in a subprocess: its wall and CPU seconds, and its results.json's audit seconds.
+    It runs in ``out``'s parent folder, so that ``python -m`` finds the packages through
+    ``pythonpath`` (or the installed ones), never a checkout in the working directory."""
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     cpu, tic = cpu_of_children(), time.perf_counter()
     subprocess.run([sys.executable, "-m", "routing_gym", "compare", "--out", str(out), "--no-plots", *extra],
-                   check=True, env=env, stdout=subprocess.DEVNULL)
+                   check=True, env=env, stdout=subprocess.DEVNULL, cwd=out.parent)
     wall, cpu = time.perf_counter() - tic, cpu_of_children() - cpu
     results = json.loads((out / "results.json").read_text())
     audited = [r for r in results["runs"] if r.get("audit") and r["audit"].get("status") in ("passed", "failed")]
@@ -89,6 +91,8 @@ def main() -> None:
                         help="a compare results.json with text-controller cells (measured fit and act times)")
     args, extra = parser.parse_known_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.baseline:
+        args.baseline = args.baseline.resolve()
     runs = []
     with tempfile.TemporaryDirectory(prefix="audit-cost-") as scratch:
         scratch_dir = Path(scratch)
