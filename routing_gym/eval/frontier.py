@@ -26,7 +26,12 @@ Intervals are paired percentile bootstrap intervals: one ``BootstrapPlan`` over 
 recomputes both hulls, the curve and every point per resample.
 
 Dominance "by some point" takes the best of the curve's points, each tested at the stated
-confidence; it is not corrected for the number of points (stated in every output).
+confidence; it is not corrected for the number of points (stated in every output). Each sweep is
+audited whole (``audited_sweep``, ``eval/audit_process.py``); a failed or unverified curve keeps
+its numbers but gets no verdict.
+
+One file: sweep, statistics, report and plot share the curve and point records, and each part is
+short next to them.
 """
 
 from __future__ import annotations
@@ -743,6 +748,8 @@ def plot_frontier(result: FrontierResult, path: str | Path) -> Path:
         x, y = [p.test_energy_j for p in sel], [100 * p.test_accuracy for p in sel]
         gain = c.summary.get("mean_gain_pp", math.nan)
         label = f"{c.agent} ({c.knob.parameter}; mean gain {gain:+.2f} pp)" if math.isfinite(gain) else f"{c.agent} ({c.knob.parameter})"
+        if c.withheld:  # audit.withheld: drawn, never labelled as a gain
+            label = f"{c.agent} ({c.knob.parameter}; {c.deployable_label})"
         ax.plot(x, y, marker="o", color=colour, linewidth=1.5, markersize=5, zorder=3, label=label)
         knob_labels += [(xi, yi, f"{p.value:g}", colour) for p, xi, yi in zip(sel, x, y)]
         points += list(zip(x, y))
