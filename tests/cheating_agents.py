@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pandas as pd
 from conftest import two_skill_tournament
 
 from routing_gym.envs import ObservationBatch
+from routing_gym.eval.frontier import CostKnob
 from routing_gym.paths import cache_dir, data_dir, shipped_data_dir
 from routing_gym.sources import register_tournament, resolve_tournament
 from routing_gym.tournament import Tournament
@@ -38,9 +40,9 @@ class _PerQueryCheat(Agent):
         return np.array([self.best.get(q, 0) for q in batch.query_ids], dtype=np.int64)
 
 
-def best_routes(t: Tournament) -> dict[str, int]:
-    """Each held-out query's best model: correct first, then cheap."""
-    test = t.split_rows("test")
+def best_routes(t: Tournament, split: str | None = "test") -> dict[str, int]:
+    """Each held-out query's (``split=None``: every query's) best model: correct first, then cheap."""
+    test = t.split_rows(split) if split else np.arange(t.n_queries)
     score = t.correct[test] - 1e-3 * t.energy_j[test] / t.energy_j[test].max()
     return dict(zip(t.queries["query_id"].to_numpy()[test], score.argmax(axis=1)))
 
@@ -221,6 +223,26 @@ class CheatGc(_PerQueryCheat):
                  and o.queries["query_id"].tolist() == ids]
         self.routes_from(found[0] if found else own)
         return {}
+
+
+@register_agent("cheat-frontier")
+class CheatFrontier(_PerQueryCheat):
+    """A cached loader on a curve: a share ``share`` of the queries (by a hash of the id) goes to
+    its best model (held-out and validation queries alike, so validation picks its points), the
+    rest to model 0."""
+
+    cost_knob = CostKnob("share", applies="act", cheaper_when="lower", grid=(0.0, 0.5, 1.0))
+
+    def __init__(self, share: float = 1.0):
+        self.share = share
+
+    def fit(self, ctx: FitContext) -> dict:
+        self.best = best_routes(load_cached(BY_NAME), split=None)
+        return {}
+
+    def act_batch(self, batch: ObservationBatch) -> np.ndarray:
+        u = np.array([zlib.crc32(q.encode()) / 2**32 for q in batch.query_ids])
+        return np.where(u < self.share, super().act_batch(batch), 0)
 
 
 ROADS = ("cheat-lru-cache", "cheat-module-state", "cheat-gc")  # on the registered BY_NAME tournament

@@ -170,13 +170,14 @@ def test_every_door_is_refused_or_labelled_not_deployable_and_none_routes():
 def test_roads_past_a_same_process_audit_are_caught():
     """A cached loader, module state and an object found through gc each gave the original in a
     second run in the same process; in the audit's process they give the copy."""
+    worlds = set(Path(tempfile.gettempdir()).glob("routing-gym-audit-*"))
     result = run_compare(CompareConfig(tournament=cheating_agents.BY_NAME, agents=[*cheating_agents.ROADS, "knn"],
                                        seeds=2, n_bootstrap=100, progress=False))
     assert not result.failures
     assert result.row("cheat-module-state")["routing_gain_pp_ci_low"] > 5  # they would have routed
     assert_caught(result, cheating_agents.ROADS)
     assert result.row("knn")["deployable_label"] == "yes" and "knn" in routes_line(markdown_report(result))
-    assert not list(Path(tempfile.gettempdir()).glob("routing-gym-audit-*"))  # the world is removed afterwards
+    assert set(Path(tempfile.gettempdir()).glob("routing-gym-audit-*")) <= worlds  # its world is removed afterwards
 
 
 def test_the_shipped_files_read_with_pandas_are_the_copy_in_the_audit():
@@ -203,6 +204,22 @@ def test_a_cached_build_read_with_pandas_is_the_copy_and_the_data_dir_is_empty(e
     # The audit's data directory is empty: the read fails there, and the row stays unverified.
     assert_caught(result, ["cheat-data-dir"], label="unverified (the audit's run failed: FileNotFoundError")
     assert result.row("knn")["deployable_label"] == "yes"
+
+
+def test_a_world_whose_processes_were_killed_is_removed_by_the_next_audit():
+    import os
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = Path(tempfile.mkdtemp(prefix=audit_process.WORLD_PREFIX))
+    live = Path(tempfile.mkdtemp(prefix=audit_process.WORLD_PREFIX))
+    (stale / audit_process.OWNERS).write_text(f"{gone.stdout.strip()} {gone.stdout.strip()}\n")
+    (live / audit_process.OWNERS).write_text(f"{gone.stdout.strip()} {os.getpid()}\n")
+    audit_process.remove_stale_worlds()
+    assert not stale.exists() and live.exists()
+    live.joinpath(audit_process.OWNERS).unlink()
+    live.rmdir()
 
 
 def test_withheld_rows_get_no_energy_law_verdict():
@@ -273,3 +290,20 @@ def test_an_agent_too_costly_to_audit_is_labelled_unverified_never_yes():
                                        n_bootstrap=50, progress=False))
     assert result.row("costly-to-audit")["deployable_label"] == "unverified (not audited: too costly in this test)"
     assert result.row("costly-to-audit")["audit"]["status"] == "skipped"
+
+
+def test_a_frontier_curve_is_audited_and_a_failed_one_gets_no_verdict():
+    from routing_gym.eval.frontier import FrontierConfig, markdown_report as frontier_report, run_frontier
+
+    result = run_frontier(FrontierConfig(tournament=cheating_agents.BY_NAME, agents=["cheat-frontier", "per-benchmark"],
+                                         n_bootstrap=100, progress=False))
+    curves = {c.agent: c for c in result.curves}
+    cheat, honest = curves["cheat-frontier"], curves["per-benchmark"]
+    assert cheat.deployable_label == FAILED_LABEL and cheat.audit["changed"] > 0 and cheat.withheld
+    assert honest.deployable_label == "yes" and honest.audit["changed"] == 0
+    assert any(d["dominated"] for d in cheat.dominance)  # it would have dominated fixed models
+    report = frontier_report(result)
+    assert f"| cheat-frontier ({FAILED_LABEL}) |" in report and "| no verdict | no verdict |" in report
+    header = next(line for line in report.splitlines() if line.startswith("| Fixed model |"))
+    assert "cheat-frontier" not in header and "per-benchmark" in header
+    assert f"- **cheat-frontier** no verdict: {FAILED_LABEL}." in report

@@ -39,6 +39,9 @@ def add_commands(cli) -> None:
     p.add_argument("--train-split", default="train")
     p.add_argument("--test-split", default="test")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (default: %(default)s)")
+    p.add_argument("--no-audit", action="store_true",
+                   help="skip the audit (each sweep run again on a copy with held-out outcomes replaced); no curve then "
+                        "gets a dominance verdict")
     p.add_argument("--no-plots", action="store_true", help="skip frontier.png")
     p.add_argument("--out", default="frontier-results", help="output directory (default: %(default)s)")
     p.set_defaults(func=cmd_frontier)
@@ -52,7 +55,7 @@ def cmd_frontier(args: argparse.Namespace) -> int:
         grids=json_object(args.grid, "--grid"), agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"),
         seed=args.seed, validation_share=args.validation_share, validation_seed=args.validation_seed,
         coefficients={"lambda_e": args.lambda_e}, train_split=args.train_split, test_split=args.test_split,
-        n_bootstrap=args.bootstrap,
+        n_bootstrap=args.bootstrap, audit=not args.no_audit,
     )
     result = run_frontier(config)  # bad settings raise UsageError before any training
     paths = write_frontier_outputs(result, args.out, plots=not args.no_plots)

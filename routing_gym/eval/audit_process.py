@@ -21,7 +21,9 @@ temporary directory written once and removed when the process closes:
   ``resolve_tournament`` returns with the original's content (a preset registered under another
   name) is the copy.
 
-The agent's class is found as in a worker: built-in agents and entry points, the comparison's
+A request names a top-level function (``fitting.held_out_actions`` for a ``compare`` cell,
+``frontier.audited_sweep`` for a frontier curve), called with the copy. The agent's class is
+found as in a worker: built-in agents and entry points, the comparison's
 ``imports``, then the class's own module (a script's ``__main__`` is run again under
 ``__mp_main__`` as spawned workers do, unless its top-level code is not guarded). The run's
 actions come back over a pipe of their own (the agent may print).
@@ -46,8 +48,7 @@ import numpy as np
 
 from routing_gym.envs.rewards import gate_reported
 from routing_gym.errors import RoutingGymError
-from routing_gym.eval import audit
-from routing_gym.eval.fitting import fit_and_act
+from routing_gym.eval import audit as audit_results
 from routing_gym.paths import CACHE_DIR_ENV, DATA_DIR_ENV, cache_dir, shipped_data_dir
 from routing_gym.tournament import Tournament
 
@@ -56,6 +57,7 @@ from routing_gym.tournament import Tournament
 SHARED_CACHE = ("embeddings", "features", "offline", "wheels")
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
          "from routing_gym.eval.audit_process import serve; serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))")
+WORLD_PREFIX, OWNERS = "routing-gym-audit-", "owners"  # a world's folder, and the file naming its two processes
 MAIN_MODULES = ("__main__", "__mp_main__")  # a script's module in the driver / in a spawned worker
 Aliases = tuple[tuple[str, ...], tuple[str, ...]]  # names, directories (sources.aliases_of)
 
@@ -70,7 +72,7 @@ def _card(path: Path) -> Any:
 def write_world(root: Path, t: Tournament, test_split: str, aliases: Aliases = ((), ())) -> None:
     """Write the world of the audit of ``t`` under ``root`` (module docstring); ``aliases``:
     the names and directories that gave ``t`` (``sources.aliases_of``)."""
-    copy = audit.replaced_holdout(t, test_split)
+    copy = audit_results.replaced_holdout(t, test_split)
     copy.save(root / "copy")
     card = json.loads(json.dumps(t.card.to_dict(), sort_keys=True))
     names, originals = list(aliases[0]), list(aliases[1])
@@ -102,7 +104,8 @@ class AuditProcess:
 
     def __init__(self, t: Tournament, test_split: str, aliases: Aliases = ((), ())) -> None:
         self.key = (t.fingerprint, test_split, aliases)
-        self.root = Path(tempfile.mkdtemp(prefix="routing-gym-audit-"))
+        remove_stale_worlds()
+        self.root = Path(tempfile.mkdtemp(prefix=WORLD_PREFIX))
         try:
             write_world(self.root, t, test_split, aliases)
             child_reads, parent_writes = os.pipe()
@@ -112,9 +115,12 @@ class AuditProcess:
             env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) if p else os.getcwd() for p in sys.path)
             self.process = subprocess.Popen(
                 [sys.executable, "-c", _BOOT, str(self.root / "site"), str(self.root), str(child_reads), str(child_writes)],
-                env=env, pass_fds=(child_reads, child_writes), stdin=subprocess.DEVNULL)
+                # its own session: a signal to the cell's process group (Ray stopping a worker) leaves it to
+                # see the pipe close and remove its world
+                env=env, pass_fds=(child_reads, child_writes), stdin=subprocess.DEVNULL, start_new_session=True)
             os.close(child_reads)
             os.close(child_writes)
+            (self.root / OWNERS).write_text(f"{os.getpid()} {self.process.pid}\n")
             self.outbox = Connection(parent_writes, readable=False)
             self.inbox = Connection(parent_reads, writable=False)
         except BaseException:
@@ -152,6 +158,28 @@ class AuditProcess:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def remove_stale_worlds() -> None:
+    """Remove the worlds whose cell process and audit process are both gone: killed together
+    (Ray kills a worker's children with it), neither could remove its own."""
+    for root in Path(tempfile.gettempdir()).glob(f"{WORLD_PREFIX}*"):
+        try:
+            pids = [int(p) for p in (root / OWNERS).read_text().split()]
+        except (OSError, ValueError):
+            continue  # being written, or not a world
+        if not any(_alive(pid) for pid in pids):
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 _current: AuditProcess | None = None  # this process's audit process (one world at a time)
 
 
@@ -179,9 +207,9 @@ def close_audit_process() -> None:
 multiprocessing.util.Finalize(None, close_audit_process, exitpriority=0)
 
 
-def request_for(name: str, cls: type, kwargs: dict[str, Any], reward: Any, train_split: str, seed: int,
-                imports: tuple[str, ...]) -> dict[str, Any] | str:
-    """What the audit's process needs to build the agent again, or why it cannot."""
+def request_for(cls: type, call: str, kwargs: dict[str, Any], imports: tuple[str, ...] = ()) -> dict[str, Any] | str:
+    """A request to run ``call`` ("module:function", called with the copy and ``kwargs``) for an
+    agent of class ``cls`` in the audit's process, or why the process cannot build that agent."""
     module, main_path = cls.__module__, ""
     if "<locals>" in cls.__qualname__:
         return f"{cls.__qualname__} is defined inside a function: the audit's process cannot build it again"
@@ -192,12 +220,29 @@ def request_for(name: str, cls: type, kwargs: dict[str, Any], reward: Any, train
         if not main_path.endswith(".py") or unguarded_main_script():
             return (f"{cls.__qualname__} is defined in a script's top-level code outside 'if __name__ == \"__main__\":' "
                     "or in an interactive session: the audit's process cannot build it again; define it in a module")
-    return {"name": name, "kwargs": kwargs, "reward": reward, "train_split": train_split, "seed": seed,
-            "imports": list(imports), "module": "" if main_path else module, "main_path": main_path}
+    return {"call": call, "kwargs": kwargs, "imports": list(imports), "module": "" if main_path else module,
+            "main_path": main_path}
+
+
+def audit(cls: type, t: Tournament, test_split: str, aliases: Aliases, actions: np.ndarray, call: str,
+          kwargs: dict[str, Any], imports: tuple[str, ...] = ()) -> audit_results.AuditResult:
+    """The audit of one run whose held-out ``actions`` are known: ``call`` again in the audit's
+    process on the copy of ``t``, and the verdict (``audit.compare_actions``); unverified when
+    the agent cannot be built there or the run raises."""
+    if cls.audit_skip_reason:
+        return audit_results.AuditResult(audit_results.SKIPPED, reason=cls.audit_skip_reason)
+    request = request_for(cls, call, kwargs, imports)
+    if isinstance(request, str):
+        return audit_results.AuditResult(audit_results.SKIPPED, reason=f"not audited: {request}")
+    audited, error, seconds = audit_run(t, test_split, aliases, request)
+    if audited is None:
+        return audit_results.AuditResult(audit_results.ERROR, n=int(np.size(actions)), seconds=seconds,
+                                         reason=f"the audit's run failed: {error[:120]}")
+    return audit_results.compare_actions(np.ravel(actions), np.ravel(audited), seconds)
 
 
 # ---------------------------------------------------------------------- the audit's process
-def _enter_world(root: Path) -> tuple[Tournament, str]:
+def _enter_world(root: Path) -> Tournament:
     """Check that this process reads the world, and install the copy as the stand-in."""
     from routing_gym.sources import stand_in
 
@@ -208,10 +253,10 @@ def _enter_world(root: Path) -> tuple[Tournament, str]:
     world = json.loads((root / "world.json").read_text())
     copy = Tournament.load(root / "copy")
     stand_in(world["fingerprint"], copy, root / "copy", world["names"], world["directories"])
-    return copy, world["test_split"]
+    return copy
 
 
-def _rerun(request: dict[str, Any], copy: Tournament, test_split: str, mains: set[str]) -> np.ndarray:
+def _rerun(request: dict[str, Any], copy: Tournament, mains: set[str]) -> np.ndarray:
     import runpy
 
     from routing_gym.plugins import import_user_module
@@ -225,31 +270,34 @@ def _rerun(request: dict[str, Any], copy: Tournament, test_split: str, mains: se
         mains.add(request["main_path"])
     elif request["module"]:
         importlib.import_module(request["module"])
+    module, function = request["call"].split(":")
     with gate_reported():
-        return fit_and_act(request["name"], request["kwargs"], request["reward"], request["train_split"],
-                           request["seed"], copy, copy.split_rows(test_split), []).actions
+        return np.asarray(getattr(importlib.import_module(module), function)(copy, **request["kwargs"]))
 
 
 def serve(root: str, read_fd: int, write_fd: int) -> None:
-    """The audit's process: answer each request with the run's actions, or what it raised."""
+    """The audit's process: answer each request with the run's actions, or what it raised;
+    remove the world when the cell's process closes it or goes away."""
     inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     world, problem, mains = Path(root), "", set()
     try:
-        copy, test_split = _enter_world(world)
-    except Exception as exc:
-        problem = f"{type(exc).__name__}: {exc}"
-    while True:
         try:
-            request = inbox.recv()
-        except EOFError:  # the cell's process is gone: nobody else removes the world
-            shutil.rmtree(world, ignore_errors=True)
-            return
-        if request is None:
-            return
-        if problem:
-            outbox.send(("error", problem))
-            continue
-        try:
-            outbox.send(("ok", _rerun(request, copy, test_split, mains)))
+            copy = _enter_world(world)
         except Exception as exc:
-            outbox.send(("error", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"))
+            problem = f"{type(exc).__name__}: {exc}"
+        while True:
+            request = inbox.recv()  # EOFError: the cell's process is gone
+            if request is None:
+                return
+            if problem:
+                outbox.send(("error", problem))
+                continue
+            try:
+                reply = ("ok", _rerun(request, copy, mains))
+            except Exception as exc:
+                reply = ("error", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+            outbox.send(reply)
+    except (EOFError, OSError):
+        return
+    finally:
+        shutil.rmtree(world, ignore_errors=True)

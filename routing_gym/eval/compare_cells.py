@@ -436,17 +436,10 @@ def _audit(name: str, agent: Any, settings: CellSettings, t: Tournament, actions
         return None
     if not settings.audit:
         return audit.AuditResult(audit.OFF, reason="audit off").to_dict()
-    if agent.audit_skip_reason:
-        return audit.AuditResult(audit.SKIPPED, reason=agent.audit_skip_reason).to_dict()
-    request = audit_process.request_for(name, type(agent), settings.agent_kwargs, settings.reward, settings.train_split,
-                                        seed, settings.imports)
-    if isinstance(request, str):
-        return audit.AuditResult(audit.SKIPPED, reason=f"not audited: {request}").to_dict()
-    audited, error, seconds = audit_process.audit_run(t, settings.test_split, settings.aliases, request)
-    if audited is None:
-        return audit.AuditResult(audit.ERROR, n=len(actions), seconds=seconds,
-                                 reason=f"the audit's run failed: {error[:120]}").to_dict()
-    return audit.compare_actions(actions, audited, seconds).to_dict()
+    kwargs = {"name": name, "kwargs": settings.agent_kwargs, "reward": settings.reward, "train_split": settings.train_split,
+              "test_split": settings.test_split, "seed": seed}
+    return audit_process.audit(type(agent), t, settings.test_split, settings.aliases, actions,
+                               "routing_gym.eval.fitting:held_out_actions", kwargs, settings.imports).to_dict()
 
 
 def _read_overhead(agent: Any, logs: dict[str, Any], n: int) -> dict[str, float]:

@@ -48,3 +48,9 @@ def fit_and_act(name: str, kwargs: dict[str, Any], reward: Reward, train_split: 
     if actions.shape != (len(batch),):
         raise RoutingGymError(f"act_batch returned shape {actions.shape} for {len(batch)} queries; expected ({len(batch)},)")
     return Fitted(agent, ctx, logs, actions, fit_s, act_s)
+
+
+def held_out_actions(tournament: Tournament, name: str, kwargs: dict[str, Any], reward: Reward, train_split: str,
+                     test_split: str, seed: int) -> np.ndarray:
+    """A compare cell's actions on ``test_split``: what the audit's process runs on the copy."""
+    return fit_and_act(name, kwargs, reward, train_split, seed, tournament, tournament.split_rows(test_split), []).actions

@@ -26,7 +26,12 @@ Intervals are paired percentile bootstrap intervals: one ``BootstrapPlan`` over 
 recomputes both hulls, the curve and every point per resample.
 
 Dominance "by some point" takes the best of the curve's points, each tested at the stated
-confidence; it is not corrected for the number of points (stated in every output).
+confidence; it is not corrected for the number of points (stated in every output). Each sweep is
+audited whole (``audited_sweep``, ``eval/audit_process.py``); a failed or unverified curve keeps
+its numbers but gets no verdict.
+
+One file: sweep, statistics, report and plot share the curve and point records, and each part is
+short next to them.
 """
 
 from __future__ import annotations
@@ -48,8 +53,10 @@ from routing_gym.envs import ObservationBatch, Reward
 from routing_gym.envs.rewards import DEFAULT_INVALID_PENALTY
 from routing_gym.errors import RoutingGymError, UsageError
 from routing_gym.eval.jsonsafe import strict_json
+from routing_gym.eval import audit_process
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval import mo_fronts
+from routing_gym.eval.audit_process import close_audit_process
 from routing_gym.eval.pareto import pareto_front
 from routing_gym.eval.robustness import energy_under_laws, markdown_lines, verdict_robustness
 from routing_gym.tournament.scoring import score_actions
@@ -159,6 +166,7 @@ class FrontierConfig:
     confidence: float = 0.95
     bootstrap_seed: int = 0
     progress: bool = True  # one line per fitted agent on stderr
+    audit: bool = True  # sweep each agent again in the audit's process on held-out outcomes replaced (eval/audit.py)
 
     def check(self) -> None:
         if self.n_bootstrap < MIN_BOOTSTRAP:
@@ -196,16 +204,26 @@ class AgentCurve:
     summary: dict[str, Any] = field(default_factory=dict)  # mean (content) gain over each hull, range, CI
     dominance: list[dict[str, Any]] = field(default_factory=list)  # one entry per fixed model
     route_dominance: list[dict[str, Any]] = field(default_factory=list)  # one entry per per-benchmark route
+    audit: dict[str, Any] | None = None  # AuditResult.to_dict() of the whole sweep (every candidate's test actions)
+    deployable_label: str = ""  # "yes" only when the audit passed; otherwise its curve gets no verdict
+    test_actions: np.ndarray | None = field(default=None, repr=False)  # [candidates, n_test], for the audit
 
     @property
     def selected(self) -> list[OperatingPoint]:
         return sorted((p for p in self.points if p.selected), key=lambda p: (p.test_energy_j, p.test_accuracy))
 
+    @property
+    def withheld(self) -> bool:
+        """No verdict for this curve (``audit.withheld``: its audit failed or it is unverified)."""
+        from routing_gym.eval.audit import withheld
+
+        return withheld(self.deployable_label)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "agent": self.agent, "knob": None if self.knob is None else asdict(self.knob), "fit_s": self.fit_s,
             "error": self.error, "summary": self.summary, "dominance": self.dominance,
-            "route_dominance": self.route_dominance,
+            "route_dominance": self.route_dominance, "audit": self.audit, "deployable_label": self.deployable_label,
             "points": [{k: v for k, v in asdict(p).items() if k != "per_query"} for p in self.points],
         }
 
@@ -249,6 +267,10 @@ class FrontierResult:
                          "(not corrected for the number of points)",
             "hull": fixed_hull.__doc__.strip().splitlines()[0],
             "task_hull": fixed_hull.TASK_HULL_RULE + f"; routes chosen on the whole {train} split (fit and validation)",
+            "audit": ("each agent's whole sweep run again, in a process where the original held-out outcomes were never "
+                      "loaded, on a copy whose held-out outcomes are replaced; a curve with any changed test action, or "
+                      "not verified, keeps its numbers and gets no verdict" if c.audit else "off (--no-audit): no curve "
+                      "is verified, none gets a verdict"),
             "elapsed_s": self.elapsed_s,
         }
 
@@ -295,21 +317,60 @@ def run_frontier(config: FrontierConfig) -> FrontierResult:
     if unknown:
         raise unknown_agent_error(unknown)
     plans = {name: _plan_agent(name, config) for name in config.agents}
-    t = carve_validation(resolve_tournament(config.tournament), config.train_split, config.validation_share,
-                         config.validation_seed)
-    t.split_rows(config.test_split)
-    rows = {"validation": t.split_rows(f"{config.train_split}:validation"), "test": t.split_rows(config.test_split)}
+    original = resolve_tournament(config.tournament)
+    t, rows = _carved(original, config)
     curves = []
-    for name, (knob, grid) in plans.items():
-        tic = time.perf_counter()
-        curve = _sweep(name, knob, grid, config, t, rows)
-        curve.fit_s = time.perf_counter() - tic
-        if config.progress:
-            status = f"FAILED ({curve.error[:120]})" if curve.error else f"{len(curve.selected)} of {len(grid)} values chosen"
-            print(f"frontier: {name}: {status} in {curve.fit_s:.1f} s", file=sys.stderr, flush=True)
-        curves.append(curve)
+    try:
+        for name, (knob, grid) in plans.items():
+            tic = time.perf_counter()
+            curve = _sweep(name, knob, grid, config, t, rows)
+            curve.fit_s = time.perf_counter() - tic
+            if not curve.error:
+                _audit_curve(curve, original, config)
+            if config.progress:
+                status = (f"FAILED ({curve.error[:120]})" if curve.error
+                          else f"{len(curve.selected)} of {len(grid)} values chosen; deployable: {curve.deployable_label}")
+                print(f"frontier: {name}: {status} in {curve.fit_s:.1f} s", file=sys.stderr, flush=True)
+            curves.append(curve)
+    finally:
+        close_audit_process()
     fixed, hull, task_hull = _analyse(config, t, rows["test"], curves)
     return FrontierResult(config, t, curves, fixed, hull, task_hull, time.perf_counter() - start)
+
+
+def _carved(original: Tournament, config: FrontierConfig) -> tuple[Tournament, dict[str, np.ndarray]]:
+    """The tournament with its validation part carved out, and the rows routed (validation, test)."""
+    t = carve_validation(original, config.train_split, config.validation_share, config.validation_seed)
+    t.split_rows(config.test_split)
+    return t, {"validation": t.split_rows(f"{config.train_split}:validation"), "test": t.split_rows(config.test_split)}
+
+
+def _audit_curve(curve: AgentCurve, original: Tournament, config: FrontierConfig) -> None:
+    """The audit of a curve: the whole sweep again in the audit's process on the replaced copy
+    (``audited_sweep``); any changed test action of any candidate value fails it."""
+    from routing_gym.eval import audit
+    from routing_gym.sources import aliases_of
+    from routing_gym_agents.registry import AGENTS
+
+    if not config.audit:
+        result = audit.AuditResult(audit.OFF, reason="audit off")
+    else:
+        aliases = tuple(tuple(a) for a in aliases_of(original.fingerprint))
+        result = audit_process.audit(AGENTS[curve.agent][0], original, config.test_split, aliases, curve.test_actions,
+                                     "routing_gym.eval.frontier:audited_sweep", {"name": curve.agent, "config": config})
+    curve.audit = result.to_dict()
+    curve.deployable_label = audit.deployable_label(True, [result])
+
+
+def audited_sweep(copy: Tournament, name: str, config: FrontierConfig) -> np.ndarray:
+    """The audit's run of one curve (``eval/audit_process.py``): the same sweep on the replaced
+    copy, every candidate value's test actions ``[candidates, n_test]``."""
+    t, rows = _carved(copy, config)
+    knob, grid = _plan_agent(name, config)
+    curve = _sweep(name, knob, grid, config, t, rows)
+    if curve.error:
+        raise RoutingGymError(curve.error)
+    return curve.test_actions
 
 
 def _sweep(name: str, knob: CostKnob, grid: tuple[float, ...], config: FrontierConfig, t: Tournament,
@@ -349,6 +410,7 @@ def _sweep(name: str, knob: CostKnob, grid: tuple[float, ...], config: FrontierC
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         curve.error = f"{type(exc).__name__}: {exc} ({Path(frame.filename).name}:{frame.lineno})"
         return curve
+    curve.test_actions = np.stack([run["actions"] for run in test_runs])
     acc = np.array([p.validation_accuracy for p in curve.points])
     joules = np.array([p.validation_energy_j for p in curve.points])
     for i in pareto_front(acc, joules):
@@ -436,7 +498,8 @@ def _analyse(config: FrontierConfig, t: Tournament, test_rows: np.ndarray,
         actions.update({f"{c.agent} {c.knob.parameter}={p.value:g}": p.per_query["actions"] for c in ok for p in c.selected})
         hull_info["robustness"] = verdict_robustness(
             correct, energies, actions, t.model_ids, BootstrapPlan(len(test_rows), config.n_bootstrap, config.bootstrap_seed),
-            config.confidence, fixed={f"always {m}": k for k, m in enumerate(t.model_ids)}).to_dict()
+            config.confidence, fixed={f"always {m}": k for k, m in enumerate(t.model_ids)},
+            withheld={f"{c.agent} {c.knob.parameter}={p.value:g}" for c in ok if c.withheld for p in c.selected}).to_dict()
     return fixed, hull_info, task_record
 
 
@@ -543,13 +606,18 @@ def markdown_report(result: FrontierResult) -> str:
         joule_range = f"{low_j:,.1f}–{high_j:,.1f} J" if high_j > low_j else "none"
         dominated = [f"{d['model']} (by {c.knob.parameter}={d['by_value']:g})" for d in c.dominance if d["dominated"]]
         routes = [d["route"].removeprefix(fixed_hull.TASK_ROUTE_PREFIX) for d in c.route_dominance if d["dominated"]]
+        if c.withheld:  # audit.withheld: numbers kept, no dominance verdict
+            lines.append(f"| {c.agent} ({c.deployable_label}) | {c.knob.describe()} | {summary['n_points']} / {len(c.points)} "
+                         f"| {joule_range} | {summary['mean_gain_pp']:+.2f} | {summary['mean_content_gain_pp']:+.2f} "
+                         "| no verdict | no verdict |")
+            continue
         lines.append(f"| {c.agent} | {c.knob.describe()} | {summary['n_points']} / {len(c.points)} | {joule_range} | "
                      f"{_ci(summary['mean_gain_pp'], summary.get('mean_gain_pp_ci_low'), summary.get('mean_gain_pp_ci_high'), '+.2f')} "
                      f"| {_ci(summary['mean_content_gain_pp'], summary.get('mean_content_gain_pp_ci_low'), summary.get('mean_content_gain_pp_ci_high'), '+.2f')} "
                      f"| {', '.join(dominated) or 'none'} | {len(routes)} of {len(c.route_dominance)}"
                      + (f" (#{', #'.join(routes)})" if routes else "") + " |")
     lines += ["", f"Mean gain: {s['mean_gain']}. Task-aware hull: {s['task_hull']}. Dominance: {s['dominance']}. "
-              f"Intervals: {s['intervals']}.", ""]
+              f"Intervals: {s['intervals']}. Audit: {s['audit']}.", ""]
     lines += _markdown_content_verdicts(result)
     lines += [
               f"## Operating points chosen on validation, reported on {tour['test_split']}", "",
@@ -567,15 +635,14 @@ def markdown_report(result: FrontierResult) -> str:
                 f"{_ci(p.test_energy_j, st['energy_j_ci_low'], st['energy_j_ci_high'], ',.1f')} | "
                 f"{_ci(st['routing_gain_pp'], st['routing_gain_pp_ci_low'], st['routing_gain_pp_ci_high'], '+.1f')}{marks['routing_gain']} | "
                 f"{_ci(st['content_gain_pp'], st['content_gain_pp_ci_low'], st['content_gain_pp_ci_high'], '+.1f')}{marks['content_gain']} |")
+    judged = [c for c in result.curves if c.dominance and not c.withheld]
     lines += ["", f"## Fixed models: does some operating point dominate them at {conf}?", "",
-              "| Fixed model | Test accuracy % | Test mean J | " + " | ".join(c.agent for c in result.curves if c.dominance) + " |",
-              "|---|---:|---:|" + "---|" * sum(1 for c in result.curves if c.dominance)]
+              "| Fixed model | Test accuracy % | Test mean J | " + " | ".join(c.agent for c in judged) + " |",
+              "|---|---:|---:|" + "---|" * len(judged)]
     tie = {"": "", "accuracy": ", tied on accuracy", "energy_j": ", tied on joules"}
     for m, row in result.fixed.iterrows():
         cells = []
-        for c in result.curves:
-            if not c.dominance:
-                continue
+        for c in judged:
             d = c.dominance[m]
             verdict = "**yes**" if d["dominated"] else "no"
             cells.append(f"{verdict} ({c.knob.parameter}={d['by_value']:g}: p {d['prob_dominates']:.3f}{tie[d['tied_axis']]})")
@@ -640,6 +707,9 @@ def _markdown_content_verdicts(result: FrontierResult) -> list[str]:
         summary = c.summary
         if c.error or "mean_content_gain_pp_ci_low" not in summary:
             continue
+        if c.withheld:
+            lines.append(f"- **{c.agent}** no verdict: {c.deployable_label}.")
+            continue
         content = _ci(summary["mean_content_gain_pp"], summary["mean_content_gain_pp_ci_low"],
                       summary["mean_content_gain_pp_ci_high"], "+.2f")
         verdict = fixed_hull.content_verdict(summary.get("mean_gain_pp_ci_low", math.nan), summary["mean_content_gain_pp_ci_low"],
@@ -681,6 +751,8 @@ def plot_frontier(result: FrontierResult, path: str | Path) -> Path:
         x, y = [p.test_energy_j for p in sel], [100 * p.test_accuracy for p in sel]
         gain = c.summary.get("mean_gain_pp", math.nan)
         label = f"{c.agent} ({c.knob.parameter}; mean gain {gain:+.2f} pp)" if math.isfinite(gain) else f"{c.agent} ({c.knob.parameter})"
+        if c.withheld:  # audit.withheld: drawn, never labelled as a gain
+            label = f"{c.agent} ({c.knob.parameter}; {c.deployable_label})"
         ax.plot(x, y, marker="o", color=colour, linewidth=1.5, markersize=5, zorder=3, label=label)
         knob_labels += [(xi, yi, f"{p.value:g}", colour) for p, xi, yi in zip(sel, x, y)]
         points += list(zip(x, y))
