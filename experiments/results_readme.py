@@ -49,9 +49,11 @@ def commit() -> str:
                              capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+    # Only the code a result depends on counts (docs edits do not change a table).
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no", "--",
+                            "routing_gym", "agents", "envs_data", "experiments/*.py", "pyproject.toml"],
                            capture_output=True, text=True, timeout=10).stdout.strip()
-    return out + (" with uncommitted changes" if dirty else "")
+    return out + (" with uncommitted changes to the code" if dirty else "")
 
 
 def write_readme(out: str | Path, title: str, about: str, argv: list[str] | None = None) -> Path:
