@@ -2,15 +2,15 @@
 
 The public entry: ``run_compare`` (and ``CompareJob`` / ``run_jobs`` for a grid of them,
 ``routing_gym.eval.sweep``) runs the cells of a comparison on an executor, resumes from saved
-cells, and aggregates; ``write_outputs`` writes the tables and plots. The parts, each readable
-on its own:
+cells, and aggregates; ``write_outputs`` writes the tables and plots. The stages, in pipeline
+order (each imports only the stages before it; callers import from this package):
 
-- ``compare_cells``: settings (``CompareConfig``), one agent x seed cell (``run_cell``: train,
+- ``cells``: settings (``CompareConfig``), one agent x seed cell (``run_cell``: train,
   act on held-out, score under one common reward; every fixed model of the pool becomes an
   "always <model>" row), saved cells and their fingerprints, the router overhead hook;
-- ``compare_stats``: aggregation into ``CompareResult`` (seed means, bootstrap intervals over
+- ``statistics``: aggregation into ``CompareResult`` (seed means, bootstrap intervals over
   held-out queries, hull gains, paired Pareto dominance, Pareto fronts, regret curves);
-- ``compare_report``: results.json, the CSVs, table.md and the plots.
+- ``report``: results.json, the CSVs, table.md and the plots.
 
 Cells and executors: the unit of work is one cell (agent x seed), run in this process, a
 spawned process pool or Ray tasks (``routing_gym.eval.executors``; ``CompareConfig.executor``).
@@ -34,7 +34,7 @@ import numpy as np
 from routing_gym.envs import Reward
 from routing_gym.envs.rewards import GateWarning, data_gate_note, gate_reported
 from routing_gym.errors import RoutingGymError
-from routing_gym.eval.compare_cells import (
+from routing_gym.eval.compare.cells import (
     CELLS_DIR,
     DEFAULT_AGENTS,
     FIXED_PREFIX,
@@ -52,8 +52,8 @@ from routing_gym.eval.compare_cells import (
     save_cell,
     scoring_env,
 )
-from routing_gym.eval.compare_report import markdown_report, write_outputs
-from routing_gym.eval.compare_stats import CompareResult, aggregate
+from routing_gym.eval.compare.report import markdown_report, write_outputs
+from routing_gym.eval.compare.statistics import CompareResult, aggregate
 from routing_gym.eval.executors import DEFAULT_MAX_RETRIES, Lost, Task, check_executor, run_tasks
 from routing_gym.plugins import import_user_module
 

@@ -23,7 +23,7 @@ from routing_gym.envs import Reward
 from routing_gym.errors import UnknownNameError
 from routing_gym.eval import audit
 from routing_gym.eval import hull as fixed_hull
-from routing_gym.eval.compare_cells import PER_QUERY, CompareConfig, RunRecord
+from routing_gym.eval.compare.cells import PER_QUERY, CompareConfig, RunRecord
 from routing_gym.eval.pareto import hypervolume, pareto_front
 from routing_gym.eval.robustness import robustness_of_runs
 from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval, seed_spread

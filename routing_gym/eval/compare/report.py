@@ -14,8 +14,8 @@ import pandas as pd
 
 from routing_gym.eval import audit
 from routing_gym.eval import hull as fixed_hull
-from routing_gym.eval.compare_cells import RunRecord
-from routing_gym.eval.compare_stats import CompareResult
+from routing_gym.eval.compare.cells import RunRecord
+from routing_gym.eval.compare.statistics import CompareResult
 from routing_gym.eval.jsonsafe import strict_json
 from routing_gym.eval.robustness import markdown_lines
 from routing_gym.eval.reward_use import REWARD_FREE_MARK, reward_free_methods, reward_free_note
