@@ -56,13 +56,17 @@ def commit() -> str:
     return out + (" with uncommitted changes to the code" if dirty else "")
 
 
+# The commit the study started on (a long run may outlive several commits of the working tree).
+STARTED_ON = commit()
+
+
 def write_readme(out: str | Path, title: str, about: str, argv: list[str] | None = None) -> Path:
     """Write ``out/README.md``: the title, the command that wrote the folder, then ``about``
     (what the files hold and how to read them; Markdown). Returns the README's path."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     text = (f"# {title}\n\n"
-            f"Written by this command, run in the repository root (on commit {commit()}); rerun it to "
+            f"Written by this command, run in the repository root (started on commit {STARTED_ON}); rerun it to "
             f"regenerate the folder, this README included:\n\n"
             f"```bash\n{command_line(argv)}\n```\n\n{about.strip()}\n")
     path = out / "README.md"
