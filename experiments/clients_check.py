@@ -42,8 +42,6 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from results_readme import write_readme  # experiments/results_readme.py
-
 REPO = Path(__file__).resolve().parents[1]
 TORCH = "torch==2.13.0"
 DEFAULT_IDS = ("RoutingGym/PaperPool-features-v0", "RoutingGym/PaperPool-features-stream-v0")
@@ -333,6 +331,8 @@ def main(argv: list[str] | None = None) -> None:
         table = ppo_parity_table(args.base, args.parity_steps, args.seed)
         (args.out / "ppo_parity.md").write_text(table + "\n")
         print(table)
+    from results_readme import write_readme  # experiments/results_readme.py (here: tests load this file by path)
+
     write_readme(args.out, "Do RL libraries run routing-gym by env id, unmodified?",
                  f"This run wrote the checks {', '.join(args.only)} (rows of other clients kept from earlier runs are "
                  f"merged into `clients.json` / `table.md`).\n\n{__doc__}")
