@@ -60,7 +60,7 @@ def one_round(address: str | None) -> None:
     @ray.remote
     def import_cell_modules() -> float:
         began = time.perf_counter()
-        import routing_gym.eval.compare_cells  # noqa: F401  (what run_cell needs)
+        import routing_gym.eval.compare.cells  # noqa: F401  (what run_cell needs)
         import routing_gym_agents  # noqa: F401
 
         return time.perf_counter() - began

@@ -47,6 +47,7 @@ from routing_gym.sources import resolve_tournament
 from routing_gym.tournament import Tournament
 from routing_gym_agents import FitContext, ObservationBatch, make_agent
 from routing_gym_agents.lagrangian import LagrangianAgent, run_budget_episodes
+from results_readme import write_index, write_readme  # experiments/results_readme.py
 
 RESULTS = Path(__file__).resolve().parent / "results" / "budget"
 N_BUDGETS = 8
@@ -216,6 +217,9 @@ def main(argv: list[str] | None = None) -> None:
     (out / "table.md").write_text(markdown(frame, header))
     plot(frame, f"Average energy budget (Eq. 7) on {t.card.name}: {n_test} held-out queries", out / "budget.png")
     print(f"wrote {out}/budget.csv, table.md, budget.png in {time.perf_counter() - start:.0f} s")
+    write_readme(out, f"Budget study on {t.card.name}", __doc__)
+    if out.parent == RESULTS:
+        write_index(RESULTS, "`experiments/budget_study.py` results", "Each folder's `table.md` is the study's table.")
 
 
 if __name__ == "__main__":

@@ -331,6 +331,11 @@ def main(argv: list[str] | None = None) -> None:
         table = ppo_parity_table(args.base, args.parity_steps, args.seed)
         (args.out / "ppo_parity.md").write_text(table + "\n")
         print(table)
+    from results_readme import write_readme  # experiments/results_readme.py (here: tests load this file by path)
+
+    write_readme(args.out, "Do RL libraries run routing-gym by env id, unmodified?",
+                 f"This run wrote the checks {', '.join(args.only)} (rows of other clients kept from earlier runs are "
+                 f"merged into `clients.json` / `table.md`).\n\n{__doc__}")
 
 
 if __name__ == "__main__":

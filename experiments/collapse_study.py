@@ -19,6 +19,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from routing_gym.cli import main  # noqa: E402
+from results_readme import write_index, write_readme  # noqa: E402  (experiments/results_readme.py)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "collapse"
 
@@ -36,5 +37,21 @@ def default_out(argv: list[str]) -> list[str]:
     return [*argv, "--out", str(RESULTS / (Path(tournament).name or tournament))]
 
 
+def out_dir(argv: list[str]) -> Path:
+    for i, a in enumerate(argv):
+        if a == "--out":
+            return Path(argv[i + 1])
+        if a.startswith("--out="):
+            return Path(a.split("=", 1)[1])
+    raise AssertionError("default_out always sets --out")
+
+
 if __name__ == "__main__":
-    sys.exit(main(["collapse", *default_out(sys.argv[1:])]))
+    argv = default_out(sys.argv[1:])
+    status = main(["collapse", *argv])
+    if status == 0:
+        out = out_dir(argv)
+        write_readme(out, f"Routing-collapse study: {out.name}", __doc__)
+        if out.resolve().parent == RESULTS:
+            write_index(RESULTS, "`experiments/collapse_study.py` results", "Each folder's `table.md` is the study's table.")
+    sys.exit(status)

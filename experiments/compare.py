@@ -1,7 +1,9 @@
 """The issue's "must show" run: ``routing-gym compare`` with 5 seeds, plus its sanity checks.
 
-    OMP_NUM_THREADS=1 python experiments/compare.py --tournament default \
-        --out experiments/results/compare-paper-pool
+    OMP_NUM_THREADS=1 python experiments/compare.py --tournament default --out /tmp/compare-check
+
+(a check, not a committed result: the default agents on the current builds are committed by
+``experiments/task_aware_study.py`` under ``experiments/results/task_aware/<tournament>/compare``)
 
 Checks (printed; exit status 1 if any fails):
 
@@ -73,7 +75,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tournament", default="default")
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--out", default="experiments/results/compare-paper-pool")
+    parser.add_argument("--out", required=True)
     add_executor_arguments(parser)
     args = parser.parse_args()
 

@@ -14,7 +14,7 @@
    below the hull) and routing gain under each law from the same actions
    (``routing_gym/eval/robustness.py``), and whether it is robust; the hull vertices per law.
 
-Everything lands in ``README.md`` as tables (the text around them is written by hand there).
+The tables land in ``tables.md``; ``README.md`` (written here too) names the command.
 Energies are DERIVED (ML.ENERGY per-token figures x the logged token counts), never measured.
 """
 
@@ -32,6 +32,7 @@ from routing_gym.eval.stats import BootstrapPlan
 from routing_gym.sources import resolve_tournament
 from routing_gym.sources.energy_law import leave_one_out
 from routing_gym.sources.energy_model import measured_runs
+from results_readme import write_readme  # experiments/results_readme.py
 
 TOURNAMENTS = ("zeroeval-math", "llmrouter")
 
@@ -100,6 +101,8 @@ def main() -> None:
                      f"{', '.join(table.loc[~table['robust'], 'method']) or 'none'}", ""]
         print(f"{name}: {seconds:.0f} s; fragile: {table.loc[~table['robust'], 'method'].tolist()}", flush=True)
     (args.out / "tables.md").write_text("\n".join(sections), encoding="utf-8")
+    write_readme(args.out, "Energy laws: one law per tournament, and which verdicts depend on it",
+                 f"`tables.md` holds every table.\n\n{__doc__}")
 
 
 if __name__ == "__main__":

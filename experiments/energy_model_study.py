@@ -29,6 +29,7 @@ import pandas as pd
 
 from routing_gym.sources import resolve_tournament
 from routing_gym.sources.energy_model import ARCHITECTURE_OF, H100_HBM_BYTES_PER_S, batch1_curves
+from results_readme import write_readme  # experiments/results_readme.py
 
 PAIRS = {"zeroeval-math": "zeroeval-math-batch1", "llmrouter": "llmrouter-batch1"}
 # The reference paper's per-model joules (arXiv 2609.23085; one A100-80GB, Ollama, batch 1,
@@ -144,12 +145,17 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     table = pd.concat([per_model_table(a, b, args.data_dir) for a, b in PAIRS.items()], ignore_index=True)
     table.to_csv(out / "per_model_joules.csv", index=False, float_format="%.4g")
-    print(markdown(table))
     gains = pd.concat([routing_gains(name, args.seeds, out) for pair in PAIRS.items() for name in pair],
                       ignore_index=True)
     gains.to_csv(out / "routing_gain.csv", index=False, float_format="%.4g")
-    print("\nrouting gain over the fixed-model hull, pp [95% CI] (* outside the hull's range: nearest end point)")
-    print(gain_markdown(gains))
+    tables = ["## Per model: mean joules per query under each energy model (derived)", "", markdown(table), "",
+              "## Routing gain over the fixed-model hull, pp [95% CI] (* outside the hull's range: nearest end point)", "",
+              gain_markdown(gains), ""]
+    (out / "tables.md").write_text("\n".join(tables))
+    print("\n".join(tables[2:]))
+    write_readme(out, "Energy models: batched vs batch-1 joules on the derived tournaments, and the routing gain",
+                 f"`tables.md` holds both tables (`per_model_joules.csv`, `routing_gain.csv`); each compare run is in "
+                 f"`compare/<tournament>/`.\n\n{__doc__}")
     return 0
 
 

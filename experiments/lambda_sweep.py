@@ -48,6 +48,7 @@ from routing_gym.eval.pareto import pareto_front
 from routing_gym.eval.stats import BootstrapPlan
 from routing_gym.sources import resolve_tournament
 from routing_gym.tournament import Tournament
+from results_readme import write_index, write_readme  # experiments/results_readme.py
 
 RESULTS = Path(__file__).resolve().parent / "results" / "lambda_sweep"
 DEFAULT_GRID = (0.0, 0.5, 1.0, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 2.9)
@@ -240,6 +241,9 @@ def main(argv: list[str] | None = None) -> None:
     (out / "table.md").write_text(markdown(frame, trans, bands, coefficient, header))
     plot(frame, fixed_models(t), trans, coefficient, f"{args.reward}: {coefficient} sweep on {t.card.name} ({n_test} held-out queries)", out / "sweep.png")
     print(f"wrote {out}/sweep.csv, transitions.csv, bands.csv, table.md, sweep.png in {time.perf_counter() - start:.0f} s")
+    write_readme(out, f"Lambda sweep on {t.card.name}", __doc__)
+    if out.parent == RESULTS:
+        write_index(RESULTS, "`experiments/lambda_sweep.py` results", "Each folder's `table.md` is the study's table.")
 
 
 if __name__ == "__main__":

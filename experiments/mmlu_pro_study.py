@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from results_readme import write_readme  # experiments/results_readme.py
 
 ROOT = Path(__file__).resolve().parents[1]
 H100_BOARD_W = 700.0  # H100 SXM TDP, the per-GPU ceiling of every energy model here
@@ -211,6 +212,8 @@ def main() -> None:
 
         agents = ["cost-aware", "knn"] + [a for a in ("per-benchmark",) if a in list_agents()]
         step_cli(["frontier", "--tournament", str(path), "--agents", ",".join(agents), "--out", str(out / "frontier")])
+    write_readme(out, "MMLU-Pro: a large real tournament with per-answer (derived) energy",
+                 f"This run did the steps {', '.join(steps)}.\n\n{__doc__}")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from routing_gym.features import fit_featurizer
 from routing_gym.sources import resolve_tournament
 from routing_gym.tournament import Tournament
 from routing_gym_agents import FitContext, ObservationBatch, make_agent
+from results_readme import write_index, write_readme  # experiments/results_readme.py
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ope"
 REWARD = Reward("gated_rank", {"lambda_e": 0.4})
@@ -195,6 +196,9 @@ def main(argv: list[str] | None = None) -> None:
     (out / "table.md").write_text(markdown(summary, header))
     plot(trials, f"OPE error on {t.card.name} ({len(rows)} held-out queries, {args.seeds} logs each)", out / "ope.png")
     print(f"wrote {out}/trials.csv, summary.csv, table.md, ope.png in {time.perf_counter() - start:.0f} s")
+    write_readme(out, f"Off-policy evaluation study on {t.card.name}", __doc__)
+    if out.parent == RESULTS:
+        write_index(RESULTS, "`experiments/ope_study.py` results", "Each folder's `table.md` is the study's table.")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from routing_gym.sources import resolve_tournament
 from routing_gym.sources.specialization import calibration_statistics
 from routing_gym.sources.synthetic import generate, preset_config
 from routing_gym.tournament import Tournament
+from results_readme import write_readme  # experiments/results_readme.py
 
 OUT = Path(__file__).parent / "results" / "routing_gain"
 LEARNED = ("linucb", "epsilon-greedy", "thompson", "knn", "uniroute", "routellm", "greenserv")
@@ -342,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / f"{part}.json").write_text(json.dumps(_jsonable(data), indent=1, sort_keys=True) + "\n")
         print(text)
         log(f"part {part}: {time.perf_counter() - tic:.0f} s")
+    write_readme(args.out, "When can a router beat a random mix of fixed models?",
+                 f"This run wrote the parts {', '.join(parts)} (`<part>.md`, `<part>.json`).\n\n{__doc__}")
     return 0
 
 

@@ -2,8 +2,7 @@
 
 For paper-pool, specialist-pool, zeroeval-math and llmrouter: ``routing-gym compare`` (the
 default agents, ``per-benchmark`` among them, 5 seeds) into ``task_aware/<tournament>/compare``
-(the older ``compare-paper-pool`` / ``compare-zeroeval-math`` folders keep their SB3 and
-text-controller rows, which take far longer to rerun) and ``routing-gym frontier`` (its default
+and ``routing-gym frontier`` (its default
 agents: cost-aware, knn, uniroute, linucb, per-benchmark) into ``frontier-<tournament>``,
 then ``summary.md`` / ``summary.json`` under ``experiments/results/task_aware/``: routing gain
 and content gain of every agent, and each curve's mean gain over both hulls.
@@ -30,6 +29,7 @@ from typing import Any
 from routing_gym.eval.compare import CompareConfig, run_compare, write_outputs
 from routing_gym.eval.frontier import FrontierConfig, run_frontier, write_frontier_outputs
 from routing_gym.eval.hull import content_verdict
+from results_readme import write_readme  # experiments/results_readme.py
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "experiments" / "results"
@@ -52,6 +52,11 @@ def run_one_compare(name: str, seeds: int) -> None:
     tic = time.perf_counter()
     result = run_compare(CompareConfig(tournament=name, seeds=seeds, executor="local", progress=False), out_dir=CELLS / name)
     write_outputs(result, RESULTS / FOLDERS[name][0])
+    write_readme(RESULTS / FOLDERS[name][0], f"compare on {name} (default agents, {seeds} seeds)",
+                 "`table.md` (the comparison, with the routing-gain and content-gain sections in words), `summary.csv`, "
+                 "`per_seed.csv`, `per_benchmark.csv`, `dominance.csv`, the plots; settings in `results.json`. "
+                 "Part `compare` of `experiments/task_aware_study.py` (its docstring explains the study).",
+                 argv=[__file__, "--parts", "compare", "--tournaments", name, "--seeds", str(seeds)])
     log(f"compare {name}: {time.perf_counter() - tic:.0f} s, {len(result.failures)} failed cell(s)")
 
 
@@ -59,6 +64,12 @@ def run_one_frontier(name: str) -> None:
     tic = time.perf_counter()
     result = run_frontier(FrontierConfig(tournament=name, progress=False))
     write_frontier_outputs(result, RESULTS / FOLDERS[name][1])
+    write_readme(RESULTS / FOLDERS[name][1], f"Operating-point curves on {name}",
+                 "`routing-gym frontier` with its default agents, one seed: `table.md` (each curve's mean gain over the "
+                 "fixed-model and task-aware hulls, with paired CIs; the fixed models and per-benchmark routes some point "
+                 "dominates), `points.csv`, `dominance.csv`, `frontier.png`; settings in `frontier.json`. Part `frontier` "
+                 "of `experiments/task_aware_study.py`.",
+                 argv=[__file__, "--parts", "frontier", "--tournaments", name])
     log(f"frontier {name}: {time.perf_counter() - tic:.0f} s")
 
 
@@ -115,6 +126,11 @@ def summarise(names: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.md").write_text("\n".join(lines))
     (out / "summary.json").write_text(json.dumps(payload, indent=1))
+    write_readme(out, "Does a router read the question, or only its benchmark?",
+                 "`summary.md` / `summary.json`: routing gain and content gain of every agent on each tournament, and "
+                 "each frontier curve's mean gain over both hulls, collected from the compare folders "
+                 "(`task_aware/<tournament>/compare/`) and the frontier folders (`frontier-<tournament>/`), each of which "
+                 f"has the README of the command that wrote it.\n\n{__doc__}", argv=[__file__, "--parts", "summary"])
     print("\n".join(lines))
 
 

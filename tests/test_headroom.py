@@ -166,7 +166,7 @@ def test_privileged_ladder_needs_no_router_and_agrees_with_the_full_run(pools, r
 
 def test_compare_report_has_a_headroom_section(pools):
     from routing_gym.eval.compare import CompareConfig, run_compare
-    from routing_gym.eval.compare_report import markdown_report
+    from routing_gym.eval.compare.report import markdown_report
 
     result = run_compare(CompareConfig(tournament=pools[0.0], agents=["per-benchmark"], seeds=1, n_bootstrap=200,
                                        progress=False, audit=False))

@@ -10,7 +10,7 @@ from routing_gym.cli import json_object
 
 
 def add_commands(cli) -> None:
-    from routing_gym.eval.compare_cells import DEFAULT_AGENTS, DEFAULT_OUTPUT_INFORMED
+    from routing_gym.eval.compare.cells import DEFAULT_AGENTS, DEFAULT_OUTPUT_INFORMED
     from routing_gym.tournament.summary import SUMMARY_LAMBDA_E
 
     p = cli.top.add_parser(

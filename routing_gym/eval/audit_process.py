@@ -1,6 +1,6 @@
 """The audit's process: the second fit and act runs where the real held-out outcomes never were.
 
-A cell (``compare_cells.run_cell``, in whichever process its executor runs it: the driver, a
+A cell (``compare.cells.run_cell``, in whichever process its executor runs it: the driver, a
 process-pool worker or a Ray worker) sends the audit's run to a separate Python process that
 this module starts once per process running cells and per audited tournament, and that serves
 every audit run of the comparison there (nothing real is in it, so runs may share it). It is

@@ -1,6 +1,6 @@
 """PNG plots of a ``CompareResult`` (matplotlib with the Agg backend, imported lazily).
 
-This module does not import ``compare`` (``compare_report`` imports it to write its outputs); it
+This module does not import ``compare`` (``compare.report`` imports it to write its outputs); it
 reads a result through the ``ComparisonView`` protocol.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 
 
 class ComparisonView(Protocol):
-    """What the plots read from a ``routing_gym.eval.compare_stats.CompareResult``."""
+    """What the plots read from a ``routing_gym.eval.compare.statistics.CompareResult``."""
 
     rows: list[dict[str, Any]]
     pareto: dict[str, Any]

@@ -1,0 +1,331 @@
+"""``compare``'s outputs: results.json, the CSVs, table.md (the paper's Table 2 shape with
+notes, hull, per-benchmark and Pareto sections) and the plots (``routing_gym.eval.plots``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from routing_gym.eval import audit
+from routing_gym.eval import hull as fixed_hull
+from routing_gym.eval import mo_fronts
+from routing_gym.eval.compare.cells import RunRecord
+from routing_gym.eval.compare.statistics import CompareResult
+from routing_gym.eval.jsonsafe import strict_json
+from routing_gym.eval.robustness import markdown_lines
+from routing_gym.eval.reward_use import REWARD_FREE_MARK, reward_free_methods, reward_free_note
+
+
+_CURVE_POINTS = 200  # regret curves are stored in results.json downsampled to this many points
+
+
+def write_outputs(result: CompareResult, out_dir: str | Path, plots: bool = True) -> dict[str, Path]:
+    """Write results.json, summary.csv, per_seed.csv, per_benchmark.csv, dominance.csv,
+    table.md and (with ``plots``) pareto.png, selection.png, regret.png; return the paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {name: out / name for name in ("results.json", "summary.csv", "per_seed.csv", "per_benchmark.csv", "dominance.csv", "table.md")}
+
+    summary = pd.DataFrame([{k: v for k, v in r.items() if k != "selection"} for r in result.rows])
+    summary.to_csv(paths["summary.csv"], index=False)
+    per_seed = []
+    for r in result.runs:
+        entry = {"method": r.method, "seed": r.seed, "kind": r.kind, "status": r.status, "fit_s": r.fit_s,
+                 "act_ms_per_query": r.act_ms_per_query, "audit_s": r.audit.get("seconds") if r.audit else None,
+                 "error": r.error}
+        if r.metrics is not None:
+            entry.update(r.metrics.scalars())
+            entry.update({f"share_{m}": v for m, v in r.metrics.selection.items()})
+        entry.update(r.overhead)
+        if r.collapse is not None:  # online agents: did training collapse onto one model, and when
+            entry.update({f"collapse_{k}": r.collapse[k] for k in ("collapsed", "collapse_step", "collapsed_onto", "final_top1_share")})
+        per_seed.append(entry)
+    pd.DataFrame(per_seed).to_csv(paths["per_seed.csv"], index=False)
+    pd.DataFrame(result.per_benchmark).to_csv(paths["per_benchmark.csv"], index=False)
+    pd.DataFrame(result.dominance).to_csv(paths["dominance.csv"], index=False)
+
+    payload = {
+        "settings": result.settings(),
+        "rows": result.rows,
+        "per_benchmark": result.per_benchmark,
+        "pareto": result.pareto,
+        "significant_dominance": [d for d in result.dominance if d["dominates"]],
+        "regret": {m: _downsample(c) for m, c in result.regret.items()},
+        "runs": [r.to_dict() for r in result.runs],
+        "failures": [r.to_dict() for r in result.failures],
+    }
+    paths["results.json"].write_text(json.dumps(strict_json(payload), indent=1, allow_nan=False))
+    paths["table.md"].write_text(markdown_report(result))
+    if plots:
+        from routing_gym.eval.plots import plot_pareto, plot_regret, plot_selection
+
+        paths["pareto.png"] = plot_pareto(result, out / "pareto.png")
+        paths["selection.png"] = plot_selection(result, out / "selection.png")
+        if result.regret:
+            paths["regret.png"] = plot_regret(result, out / "regret.png")
+    return paths
+
+
+def _downsample(curve: dict[str, Any]) -> dict[str, Any]:
+    length = len(curve["steps"])
+    idx = np.unique(np.linspace(0, length - 1, min(length, _CURVE_POINTS)).round().astype(int)) if length else np.array([], int)
+    return {k: (np.round(v[idx], 4).tolist() if isinstance(v, np.ndarray) else v) for k, v in curve.items()}
+
+
+# ---------------------------------------------------------------------- Markdown
+def _ci(row: dict[str, Any], metric: str, fmt: str, scale: float = 1.0) -> str:
+    if metric not in row:
+        return "—"
+    if row.get(f"{metric}_ci_low") is None:  # a fixed model against the hull it helps build
+        return "on the hull" if row[metric] == 0 else f"{format(row[metric] * scale, fmt)} below the hull"
+    value, low, high = (row[metric] * scale, row[f"{metric}_ci_low"] * scale, row[f"{metric}_ci_high"] * scale)
+    return format(value, fmt) + f" [{format(low, fmt)}, {format(high, fmt)}]"
+
+
+def markdown_report(result: CompareResult) -> str:
+    """The paper's Table 2 shape plus notes, per-benchmark energy shares, Pareto and failures."""
+    s = result.settings()
+    reward = result.reward.describe()
+    overhead_cols = sorted({k for r in result.rows for k in r if k.startswith(("overhead_", "fit_overhead_"))})
+    header = ["Method", "Deployable", "Training feedback", "Accuracy % [95% CI]", "Mean J [95% CI]", "Routing gain pp [95% CI]",
+              "Joules saved % [95% CI]", "Content gain pp [95% CI]", "Latency s", "Power W per request",
+              "Top-1 share", f"Reward {reward} [95% CI]", "Invalid"] + [c.replace("overhead_", "overhead ").replace("fit_", "fit ") for c in overhead_cols]
+    lines = [
+        f"# Held-out comparison on {s['tournament']['name']}",
+        "",
+        f"{s['tournament']['n_test']} held-out queries ({s['tournament']['test_split']}), trained on "
+        f"{s['tournament']['n_train']} ({s['tournament']['train_split']}); energy provenance: "
+        f"{s['tournament']['provenance']}; {len(s['seeds'])} seed(s) per agent; {_duplicates_note(s)}.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
+    ]
+    reward_free = reward_free_methods(r["method"] for r in result.rows)
+    for r in result.rows:
+        name = r["method"] + (REWARD_FREE_MARK if r["method"] in reward_free else "")
+        name += ("" if r["kind"] == "fixed-model" or r["seeds_failed"] == 0 else f" ({r['seeds_ok']}/{r['seeds_ok'] + r['seeds_failed']} seeds)")
+        deployable = r.get("deployable_label", "yes" if r["deployable"] else "no")
+        feedback = r.get("training_feedback") or "—"
+        if not r["seeds_ok"]:
+            lines.append(f"| {name} | {deployable} | {feedback} | failed: {r.get('error', '')[:80]} |" + " |" * (len(header) - 4))
+            continue
+        cells = [
+            name, deployable, feedback,
+            _ci(r, "accuracy", ".1f", 100.0), _ci(r, "mean_energy_j", ",.1f"),
+            _ci(r, "routing_gain_pp", "+.1f") + _outside_hull(r, "routing_gain_pp"),
+            _ci(r, "joules_saved_pct", "+.1f") + _outside_hull(r, "joules_saved_pct"),
+            _ci(r, "content_gain_pp", "+.1f") + _outside_hull(r, "content_gain_pp"),
+            f"{r['mean_latency_s']:.2f}", f"{r['mean_power_w']:.0f}",
+            f"{r['top1_share']:.2f} ({r['top1_model']})", _ci(r, "mean_reward", ".3f"),
+            f"{r['invalid_count']:g}",
+        ] + [f"{r[c]:.4g}" if c in r and not math.isnan(r[c]) else "—" for c in overhead_cols]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"Notes. Reward: mean {reward} per held-out query, the same coefficients for every row (rewards under "
+        f"other coefficients are different metrics). Intervals: {s['intervals']}. Agent rows are means over "
+        f"seeds (per-seed spread in summary.csv, `*_seed_sd`); 'always <model>' rows are the fixed models "
+        f"computed directly from the table. Routing gain and joules saved: against the fixed-model hull "
+        f"({s['hull']}); {_OUTSIDE_MARKS}; a fixed model is 'on the hull' or a distance below it (no interval: "
+        f"it is one of the points the hull is built from). Content gain: against the task-aware hull "
+        f"({s['task_hull']}). "
+        f"Invalid: invalid actions per evaluation pass ({s['invalid_actions']}). "
+        f"Power W per request: mean of energy / latency per answer, the power attributed to one request: a GPU's "
+        f"draw when it serves one request at a time, a request's share of its server's draw (server power / "
+        f"requests in flight, a few watts) when the joules are a batched server's per-request share, as under the "
+        f"derived tournaments' default energy model 'batched'. "
+        f"Top-1 share: share of queries sent to the most used model (collapse indicator). Deployable: 'no' for "
+        f"methods that declare held-out information (oracle, output-informed diagnostics); {_audit_note(result)}. "
+        f"Training feedback: 'bandit' (only the chosen route's outcome, through the training env), 'full "
+        f"information' (every model's outcome on the training queries: legitimate training data, declared or read).",
+        "",
+    ]
+    free_note = reward_free_note(reward_free)
+    lines += [free_note, ""] if free_note else []
+    lines += [f"**Warning: {w}.**" for w in result.warnings] + ([""] if result.warnings else [])
+    lines += _markdown_hull(result)
+    lines += _markdown_task_hull(result)
+    lines += _markdown_headroom(result)
+    if "robustness" in result.pareto:
+        lines += markdown_lines(result.pareto["robustness"])
+    lines += _markdown_benchmarks(result)
+    lines += _markdown_pareto(result)
+    if result.failures:
+        lines += ["## Failures", ""]
+        grouped: dict[tuple[str, str], list[RunRecord]] = {}
+        for f in result.failures:
+            grouped.setdefault((f.method, f.error), []).append(f)
+        for (method, error), records in grouped.items():
+            lines.append(f"- **{method}** seed(s) {', '.join(str(r.seed) for r in records)}: `{error}`")
+            lines += [f"  - `{frame}`" for frame in records[0].traceback[-2:]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+_OUTSIDE_MARK = {fixed_hull.CHEAPER_THAN_HULL: " (vs cheapest)", fixed_hull.COSTLIER_THAN_HULL: " (vs most accurate)",
+                 fixed_hull.LESS_ACCURATE_THAN_HULL: " (vs cheapest)", fixed_hull.MORE_ACCURATE_THAN_HULL: " (vs most accurate)"}
+_OUTSIDE_MARKS = ("'(vs cheapest)' / '(vs most accurate)': the method lies outside the hull's range and is compared "
+                  "with that end point of the hull")
+
+
+def _outside_hull(row: dict[str, Any], metric: str) -> str:
+    return _OUTSIDE_MARK.get(row.get(f"{metric}_vs", fixed_hull.WITHIN), "")
+
+
+def _markdown_hull(result: CompareResult) -> list[str]:
+    """The hull's vertices and which methods sit above or below it beyond query noise."""
+    hull = result.pareto.get("hull")
+    if not hull:
+        return []
+    conf = f"{result.config.confidence:.0%}"
+    vertices = " → ".join(f"{m} ({j:,.1f} J, {100 * a:.1f} %)" for m, j, a in zip(hull["models"], hull["energy_j"], hull["accuracy"]))
+    agents = [r for r in result.rows if r["seeds_ok"] and r["kind"] != "fixed-model"]
+    above = [r for r in agents if r["routing_gain_pp_ci_low"] > 0]
+    below = [r["method"] for r in agents if r["routing_gain_pp_ci_high"] < 0]
+    # audit.withheld: the one rule; "routes" takes verified deployable rows only
+    verified = [r["method"] for r in above if r["deployable"]]
+    unverified = [r["method"] for r in above if r["deployable_label"].startswith("unverified")]
+    excluded = [f"{r['method']} ({r['deployable_label']})" for r in above
+                if not r["deployable"] and not r["deployable_label"].startswith("unverified")]
+    return [
+        "## Routing gain over the fixed-model hull", "",
+        f"Hull (random mixes of fixed models; flat beyond the most accurate one): {vertices}.", "",
+        f"- routes (gain {conf} CI above 0, deployable and verified by the audit): {', '.join(verified) or 'none'}",
+        *([f"- above the hull, not verified (audit off, skipped or its run failed): {', '.join(unverified)}"]
+          if unverified else []),
+        *([f"- above the hull but not deployable: {', '.join(excluded)}"] if excluded else []),
+        f"- below the hull (gain {conf} CI below 0): {', '.join(below) or 'none'}",
+        f"- not distinguishable from mixing fixed models: "
+        f"{', '.join(r['method'] for r in agents if r not in above and r['method'] not in below) or 'none'}",
+        "",
+    ]
+
+
+def _markdown_task_hull(result: CompareResult) -> list[str]:
+    """The task-aware hull, its per-benchmark routes, and in words which methods read the
+    question beyond its benchmark label and whose gain the label explains."""
+    task = result.pareto.get("task_hull")
+    if not task:
+        return []
+    conf = f"{result.config.confidence:.0%}"
+    vertices = " → ".join(f"{m} ({j:,.1f} J, {100 * a:.1f} %)" for m, j, a in zip(task["vertices"], task["energy_j"], task["accuracy"]))
+    routes = [r for r in task["routes"] if r["route"] in task["vertices"]]
+    agents = [r for r in result.rows if r["seeds_ok"] and r["kind"] != "fixed-model"]
+    withheld = [r["method"] for r in agents if audit.withheld(r["deployable_label"])]
+    agents = [r for r in agents if r["method"] not in withheld]
+    verdicts = {r["method"]: fixed_hull.content_verdict(r["routing_gain_pp_ci_low"], r["content_gain_pp_ci_low"],
+                                                        r["content_gain_pp_ci_high"]) for r in agents}
+    named = lambda verdict: ", ".join(m for m, v in verdicts.items() if v == verdict) or "none"  # noqa: E731
+    lines = [
+        "## Content gain over the task-aware hull: does a method read the question, or only its benchmark?", "",
+        f"Task-aware hull (fixed models and per-benchmark routes chosen on {result.config.train_split}, and their random "
+        f"mixes): {vertices}.", "",
+        *[f"- {r['route']}: " + ", ".join(f"{b} → {m}" for b, m in r["models"].items()) for r in routes],
+        *([""] if routes else []),
+        f"- {fixed_hull.BEYOND_TASK_LABEL} (content gain {conf} CI above 0): {named(fixed_hull.BEYOND_TASK_LABEL)}",
+        f"- {fixed_hull.TASK_ROUTING_ONLY} (routing gain {conf} CI above 0, content gain not): {named(fixed_hull.TASK_ROUTING_ONLY)}",
+        f"- {fixed_hull.BELOW_TASK_HULL} (content gain {conf} CI below 0, no routing gain): {named(fixed_hull.BELOW_TASK_HULL)}",
+        f"- {fixed_hull.ON_TASK_HULL}: {named(fixed_hull.ON_TASK_HULL)}",
+        *([f"- no verdict (audit failed or not verified): {', '.join(withheld)}"] if withheld else []),
+        "",
+    ]
+    explained = [r for r in agents if verdicts[r["method"]] == fixed_hull.TASK_ROUTING_ONLY]
+    lines += [f"{r['method']}'s routing gain ({_ci(r, 'routing_gain_pp', '+.1f')} pp) is explained by the benchmark label: "
+              f"its content gain is {_ci(r, 'content_gain_pp', '+.1f')} pp." for r in explained]
+    return lines + ([""] if explained else [])
+
+
+def _markdown_headroom(result: CompareResult) -> list[str]:
+    """How far above the task-aware hull knowing difficulty, or every outcome, would reach
+    (``eval/headroom.py``'s privileged rungs; no router is fitted): the room a content router has."""
+    from routing_gym.errors import RoutingGymError
+    from routing_gym.eval.headroom import HeadroomConfig, privileged_ladder
+
+    c = result.config
+    config = HeadroomConfig(tournament=result.tournament, train_split=c.train_split, test_split=c.test_split,
+                            n_bootstrap=c.n_bootstrap, confidence=c.confidence, bootstrap_seed=c.bootstrap_seed)
+    try:
+        ladder = privileged_ladder(result.tournament, config)
+    except RoutingGymError as exc:  # e.g. train and test are one split
+        return ["## Headroom", "", f"Not computed: {exc}.", ""]
+
+    def gain(name: str) -> str:
+        r = ladder["rungs"][name]
+        return f"{r['content_gain_pp']:+.1f} [{r['ci'][0]:+.1f}, {r['ci'][1]:+.1f}]"
+
+    lead = ladder["oracle_lead"]
+    rare = "—" if not math.isfinite(lead["rare_share"]) else f"{100 * lead['rare_share']:.0f} %"
+    return ["## Headroom: what reading the question could add", "",
+            f"At matched joules ({ladder['budget_j']:,.1f} J, the training spend of the most accurate per-benchmark "
+            f"route; knobs on train), content gain over the task-aware hull (pp, {c.confidence:.0%} CI): knowing each "
+            f"question's share of models right (privileged) {gain('shared_difficulty')}; the oracle {gain('oracle')}. "
+            f"Questions only one or two models answer carry {rare} of the oracle's lead. The full ladder with content "
+            f"routers and their pairwise AUCs: `routing-gym headroom {result.tournament.card.name}`.", ""]
+
+
+def _duplicates_note(settings: dict[str, Any]) -> str:
+    d = settings["tournament"]["duplicates"]
+    return (f"cross-split duplicate questions: {d['cross_split_texts']} (normalised texts in more than one split; "
+            f"{sum(d['within'].values())} extra copies within splits)")
+
+
+def _audit_note(result: CompareResult) -> str:
+    """What the audit did; its cost per cell (seconds, machine-dependent) is ``audit_s`` in
+    per_seed.csv, so that table.md stays the same on every executor and machine."""
+    if not result.config.audit:
+        return "the audit was off (--no-audit): no row is verified, so none says 'yes'"
+    return (f"'yes' only after the audit: each agent fit and run again, in a process where the original held-out "
+            f"outcomes were never loaded, on a copy whose held-out outcomes are replaced (permuted across held-out "
+            f"queries, shifted one model along), any changed action gives '{audit.FAILED_LABEL}'; it cannot see "
+            f"{audit.AUDIT_BLIND_SPOTS}; its cost per cell (the second fit + act) is `audit_s` in per_seed.csv, next "
+            f"to `fit_s`")
+
+
+def _markdown_benchmarks(result: CompareResult) -> list[str]:
+    if not result.per_benchmark:
+        return []
+    frame = pd.DataFrame(result.per_benchmark)
+    benchmarks = sorted(frame["benchmark"].unique())
+    counts = frame.groupby("benchmark")["n"].first()
+    n_total = counts.sum()
+    lines = ["## Per benchmark: accuracy % / share of the method's total joules %", "",
+             "| Method | " + " | ".join(f"{b} (n={counts[b]}, {counts[b] / n_total:.0%} of queries)" for b in benchmarks) + " |",
+             "|---|" + "---:|" * len(benchmarks)]
+    for method, group in frame.groupby("method", sort=False):
+        by = group.set_index("benchmark")
+        cells = [f"{100 * by.loc[b, 'accuracy']:.1f} / {100 * by.loc[b, 'energy_share']:.1f}" if b in by.index else "—" for b in benchmarks]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def _markdown_pareto(result: CompareResult) -> list[str]:
+    p = result.pareto
+    ref = p["reference"]
+    lines = ["## Pareto analysis (accuracy up, mean joules down)", "",
+             f"Hypervolume reference point: {ref['rule']} = ({ref['accuracy']:g}, {ref['energy_j']:,.1f} J); "
+             "hypervolumes are normalised by the box [0, reference J] x [reference accuracy, 1].", ""]
+    for label, title in (("fixed_models", "fixed models only"), ("deployable", "deployable methods (incl. fixed models)"), ("all", "all methods")):
+        if f"front_{label}" in p:
+            lines.append(f"- {title}: hypervolume {p[f'hypervolume_{label}']:.4f}; front: {', '.join(p[f'front_{label}'])}")
+    lines += ["", *mo_fronts.markdown_lines(p["mo_indicators"])]
+    conf = f"{result.config.confidence:.0%}"
+    lines += ["", f"Paired bootstrap Pareto dominance: A dominates B when, in >= {conf} of query resamples, A is "
+              "better on one axis and not worse on the other; 'tied on' names the other axis when A is not also "
+              f"better on it at {conf} (every pair with its deltas and probabilities in dominance.csv):", ""]
+    beaten: dict[tuple[str, str], list[str]] = {}
+    for d in result.dominance:
+        if d["dominates"]:
+            beaten.setdefault((d["a"], d["tied_axis"]), []).append(d["b"])
+    tie_text = {"": "dominates on both axes", "accuracy": "dominates, tied on accuracy",
+                "energy_j": "dominates, tied on joules"}
+    for (method, tied), losers in beaten.items():
+        lines.append(f"- {method} {tie_text[tied]}: {', '.join(losers)}")
+    if not beaten:
+        lines.append("- no method significantly dominates another")
+    return lines + [""]
