@@ -2,9 +2,9 @@
 
 RouteLLM (Ong et al., "RouteLLM: Learning to Route LLMs with Preference Data", ICLR 2025,
 arXiv 2406.18665, section 4.1) scores a model m on a query q with a bilinear form of the
-model's learned embedding and the query's embedding, ``delta(m, q) = w_2^T (v_m * (W_1^T v_q
-+ b))``, and trains it on preference pairs: ``P(m_w beats m_l | q) = sigma(delta(m_w, q) -
-delta(m_l, q))``. RouteLLM has one strong and one weak model; with K models every training
+model's learned embedding and the query's embedding,
+``delta(m, q) = w_2^T (v_m * (W_1^T v_q + b))``, and trains it on preference pairs:
+``P(m_w beats m_l | q) = sigma(delta(m_w, q) - delta(m_l, q))``. RouteLLM has one strong and one weak model; with K models every training
 question gives a preference for each pair where one model is more correct than the other
 (weight ``c_i - c_j`` for fractional correctness), the Bradley-Terry generalisation of its loss.
 
