@@ -116,9 +116,12 @@ class LabelNestedRouter(Agent):
         """``[n, K]`` P(correct) of a fitted residual."""
         raise NotImplementedError
 
-    def featurize(self, batch: ObservationBatch) -> np.ndarray:
+    def _check_fitted(self) -> None:
         if self.featurizer is None:
             raise RuntimeError(f"{self.name}: call fit() before act_batch()")
+
+    def featurize(self, batch: ObservationBatch) -> np.ndarray:
+        self._check_fitted()
         return self.featurizer.transform(batch).astype(np.float64)
 
     # ------------------------------------------------------------------ fit: label, validation, refit
@@ -174,16 +177,15 @@ class LabelNestedRouter(Agent):
 
     def predict_correct(self, batch: ObservationBatch) -> np.ndarray:
         """``[n, K]`` P(model k answers correctly): the label's rate moved by the text residual."""
-        X = self.featurize(batch)
+        self._check_fitted()
         offset = logit(self.rates[self._codes(batch)])
-        if self.text_model is None:
+        if self.text_model is None:  # label only: the text is not read (no features computed)
             return sigmoid(offset)
-        return self.text_proba(self.text_model, X, offset, self.chosen_strength)
+        return self.text_proba(self.text_model, self.featurize(batch), offset, self.chosen_strength)
 
     def predict_energy(self, batch: ObservationBatch) -> np.ndarray:
         """``[n, K]`` joules: each model's mean training joules on the query's benchmark."""
-        if self.featurizer is None:
-            raise RuntimeError(f"{self.name}: call fit() before act_batch()")
+        self._check_fitted()
         return self.joules[self._codes(batch)]
 
     def act_batch(self, batch: ObservationBatch) -> np.ndarray:
