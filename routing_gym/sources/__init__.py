@@ -91,11 +91,11 @@ _RESOLVED_AS_SIZE = 64
 def aliases_of(fingerprint: str) -> tuple[list[str], list[str]]:
     """The names, and the directories (resolved paths), that resolved to the tournament with
     ``fingerprint`` in this process: what the audit's process must read as the copy."""
-    names, directories = [], []
+    names, directories, registered = [], [], _registered_names()
     for spec, value in _resolved_as.items():
         if value != fingerprint:
             continue
-        if os.sep not in spec and not spec.startswith(".") and spec in _registered_names():
+        if os.sep not in spec and not spec.startswith(".") and spec in registered:
             names.append(spec)
         else:
             directories.append(str(Path(spec).resolve()))
