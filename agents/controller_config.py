@@ -71,9 +71,18 @@ class PromptSettings:
 
 @dataclass
 class SFTSettings:
-    """Supervised fine-tuning toward ``oracle_targets`` (TRL ``SFTTrainer``)."""
+    """Supervised fine-tuning (TRL ``SFTTrainer``) toward ``oracle_targets`` or reward-weighted
+    draws (``sampled_targets``)."""
 
     energy_coef: float = 0.5  # lambda_e of gated_rank for the targets (the paper's SFT value)
+    # "oracle": each query's best route (the paper's targets; with an energy term the cheapest
+    # correct model, which a small model cannot tell apart and so routes small and wrong).
+    # "sampled": a route drawn from softmax(reward / target_temperature), so the fitted policy
+    # is the mean of those distributions over questions that look alike (sampled_targets).
+    # "auto": sampled for the choice format, oracle for the rationale format (its sentence says
+    # why the target is the best route, true of the oracle's only).
+    targets: Literal["auto", "oracle", "sampled"] = "auto"
+    target_temperature: float = 1.0
     tie_break: str = "auto"  # oracle_targets tie rule
     # The step budget: 64 x 8 = 512 queries of a seeded shuffle of the whole training split
     # (the budget, not the split, is what the CPU allows). None: ``epochs`` full passes.
@@ -130,6 +139,11 @@ class EvalSettings:
     # (controller_inference.route_by_choice: the letter greedy decoding writes) instead of
     # decoding it token by token. The rationale format always decodes.
     choice_forward: bool = True
+    # The dtype of choice_forward routing on CPU ("float32", "bfloat16", "auto": bfloat16 where
+    # the CPU has native bf16 matrix units, AMX or AVX512-BF16, else float32). Training and
+    # decoding stay float32 on CPU; a bf16 copy reads the choice ~3x faster there
+    # (controller_model.routing_model).
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     max_new_tokens: int | None = None  # None: as max_completion_length
     # Controller joules: a routing_gym.collect.meters kind ("auto": NVML when the controller
     # runs on a GPU, nothing on CPU; "none"; "replay" for synthetic test energies).
@@ -180,6 +194,10 @@ class ControllerConfig:
             raise ValueError(f"grpo.beta (KL coefficient) must be >= 0, got {g.beta}")
         if g.scale_rewards not in ("group", "batch", "none"):
             raise ValueError(f"grpo.scale_rewards must be 'group', 'batch' or 'none', got {g.scale_rewards!r}")
+        if self.sft.targets not in ("auto", "oracle", "sampled"):
+            raise ValueError(f"sft.targets must be 'auto', 'oracle' or 'sampled', got {self.sft.targets!r}")
+        if not self.sft.target_temperature > 0:
+            raise ValueError(f"sft.target_temperature must be > 0, got {self.sft.target_temperature}")
         if self.sft.max_steps is None and not self.sft.epochs > 0:
             raise ValueError(f"sft.epochs must be > 0 when sft.max_steps is None, got {self.sft.epochs}")
         for name, section in (("sft", self.sft), ("grpo", self.grpo)):
@@ -187,6 +205,8 @@ class ControllerConfig:
                 raise ValueError(f"{name}.max_steps must be >= 0, got {section.max_steps}")
             if section.max_train_queries is not None and section.max_train_queries < 1:
                 raise ValueError(f"{name}.max_train_queries must be >= 1 or None, got {section.max_train_queries}")
+        if self.eval.dtype not in ("auto", "float32", "bfloat16"):
+            raise ValueError(f"eval.dtype must be 'auto', 'float32' or 'bfloat16', got {self.eval.dtype!r}")
         if self.model.dtype not in ("float32", "bfloat16"):
             raise ValueError(f"model.dtype must be 'float32' or 'bfloat16', got {self.model.dtype!r}")
         if self.sft.batch_size < 1 or self.eval.batch_size < 1:
@@ -201,6 +221,13 @@ class ControllerConfig:
         if self.grpo.max_completion_length is not None:
             return self.grpo.max_completion_length
         return CHOICE_MAX_NEW_TOKENS if self.prompt.output_format == "choice" else RATIONALE_MAX_NEW_TOKENS
+
+    @property
+    def sft_targets(self) -> str:
+        """``sft.targets`` with "auto" resolved by the output format."""
+        if self.sft.targets != "auto":
+            return self.sft.targets
+        return "sampled" if self.prompt.output_format == "choice" else "oracle"
 
     @property
     def eval_max_new_tokens(self) -> int:
@@ -283,8 +310,8 @@ _SECTION_TYPES: dict[str, type] = {
 
 
 # The reference paper's scale: Qwen2.5-1.5B-Instruct (bf16, on a GPU) from a local model
-# directory, LoRA on every layer, the legend shown (a 1.5B model can read model names), SFT
-# one pass over the whole training split, GRPO for 1,500 steps of 4 prompts x 8 samples. It
+# directory, LoRA on every layer, the legend shown (a 1.5B model can read model names), SFT to
+# the oracle route in one pass over the whole training split, GRPO for 1,500 steps of 4 prompts x 8 samples. It
 # needs ``model=<directory>`` (nothing is downloaded); ``experiments/run_paper_controller.sh``
 # is the command that runs it end to end. Nothing else in the project uses it.
 PAPER_MODEL = "Qwen2.5-1.5B-Instruct"
@@ -298,6 +325,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "prompt_max_question_chars": 1000,
         "sft_max_train_queries": None,
         "sft_max_steps": None,  # one epoch (sft.epochs) over the whole training split
+        "sft_targets": "oracle",  # the paper's targets
         "sft_batch_size": 16,
         "sft_learning_rate": 1e-4,
         "sft_max_length": 1024,

@@ -204,22 +204,24 @@ def choice_probabilities(
     shared, shared_cache = _shared_prefix_cache(model, ids) if prefix_cache else ([], None)
     p, pad, device = len(shared), tokenizer.pad_token_id, model.device
     out = np.zeros((len(ids), len(letters)))
+    keep = len(choice) + 1  # the positions predicting "Choice:" and the letter
     for start in range(0, len(ids), batch_size):
-        # Each row: its own prompt tokens (at least one), then "Choice:"; right padding keeps
-        # the real tokens' positions, which are given explicitly after the cached prefix.
+        # Each row: its own prompt tokens (at least one), then "Choice:"; left padding between
+        # the cached prefix and the row (masked, positions counting real tokens only) makes every
+        # row end at the same position, so the LM head runs on the last ``keep`` positions only.
         rows = [x[p:] + choice for x in ids[start : start + batch_size]]
         width = max(len(x) for x in rows)
-        input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in rows], device=device)
-        mask = torch.tensor([[1] * (p + len(x)) + [0] * (width - len(x)) for x in rows], device=device)
-        kwargs: dict[str, Any] = {"position_ids": torch.arange(p, p + width, device=device).expand(len(rows), -1)}
+        input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in rows], device=device)
+        mask = torch.tensor([[1] * p + [0] * (width - len(x)) + [1] * len(x) for x in rows], device=device)
+        positions = [[p] * (width - len(x)) + list(range(p, p + len(x))) for x in rows]
+        kwargs: dict[str, Any] = {"position_ids": torch.tensor(positions, device=device), "logits_to_keep": keep}
         if shared_cache is not None:
             kwargs["cache"] = _repeat_cache(shared_cache, len(rows))
         with torch.no_grad():
             logp = torch.log_softmax(model(input_ids=input_ids, attention_mask=mask, **kwargs).logits.float(), dim=-1)
-        for i, x in enumerate(rows):
-            end = len(x)  # logits at position j predict token j + 1
-            choice_logp = sum(float(logp[i, end - len(choice) - 1 + j, choice[j]]) for j in range(len(choice)))
-            out[start + i] = np.exp(choice_logp + logp[i, end - 1, letters].cpu().numpy())
+        # kept position j predicts the token after it: choice[j] for j < len(choice), then the letter
+        choice_logp = sum(logp[:, j, token] for j, token in enumerate(choice))
+        out[start : start + len(rows)] = torch.exp(choice_logp[:, None] + logp[:, -1, letters]).cpu().numpy()
     return out
 
 

@@ -1,10 +1,13 @@
-"""Training of the text controller: SFT (TRL ``SFTTrainer``) to the oracle route, then
-GRPO / KL-GRPO (TRL ``GRPOTrainer``) on rewards replayed from the tournament.
+"""Training of the text controller: SFT (TRL ``SFTTrainer``) to reward-weighted or oracle
+routes, then GRPO / KL-GRPO (TRL ``GRPOTrainer``) on rewards replayed from the tournament.
 
 Pipeline (``train_controller``):
 
-1. **SFT.** Targets are ``oracle_targets`` under ``gated_rank(lambda_e=sft.energy_coef)``
-   (0.5, the paper's); completions are ``Choice: X`` or a templated sentence of logged facts
+1. **SFT.** Targets come from ``gated_rank(lambda_e=sft.energy_coef)`` (0.5, the paper's):
+   for the choice format one route per query drawn from ``softmax(reward /
+   sft.target_temperature)`` (``sampled_targets``), else each query's best route
+   (``oracle_targets``, the paper's and the ``paper`` preset's; ``sft.targets``). When an earlier controller of this process ran the
+   same SFT, its model is copied instead (``controller_sft_memo``). Completions are ``Choice: X`` or a templated sentence of logged facts
    followed by ``Choice: X`` (``controller_prompt.target_completion``). With LoRA the adapter
    is merged into the weights afterwards.
 2. **GRPO.** Each dataset row carries the query's ``[K]`` outcome columns (``correct``,
@@ -41,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import numpy as np
 
 from routing_gym.envs import Reward
-from routing_gym.envs.rewards import oracle_targets
+from routing_gym.envs.rewards import oracle_targets, sampled_targets
 from routing_gym.tournament.scoring import score_actions
 from routing_gym.eval.collapse import normalised_entropy, track_actions
 from routing_gym.tournament import Outcomes, Tournament
@@ -55,6 +58,7 @@ from routing_gym_agents.controller_inference import (
 from routing_gym_agents.controller_model import checkpoint_model_dir, load_model, save_controller, uses_chat
 from routing_gym_agents.controller_prompt import ModelLegend, PromptBuilder, parse_choices, target_completion
 from routing_gym_agents.controller_report import grpo_step_logs
+from routing_gym_agents.controller_sft_memo import SFT_MEMO, recall_sft, remember_sft, sft_memo_key
 
 if TYPE_CHECKING:
     from routing_gym_agents.base import FitContext
@@ -195,6 +199,10 @@ def _train(trainer: Any, config: ControllerConfig, progress: bool) -> tuple[Any,
     with checkpointed_layers(trainer.model, config), lm_head_token_chunk(config.lm_head_token_chunk):
         trainer.train()
     model = _merge_lora(trainer.model)
+    # TRL's fused LM head (trl.trainer.utils.add_fused_lm_head) sets model.forward to a closure
+    # over the model's own bound forward: a copy of the model would run the original's weights.
+    # Training is over, so the class's forward comes back.
+    vars(model).pop("forward", None)
     model.eval()
     return model, list(trainer.state.log_history)
 
@@ -455,14 +463,22 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
         sft_reward = Reward(
             "gated_rank", {"lambda_e": config.sft.energy_coef}, invalid_penalty=ctx.reward.invalid_penalty
         )
-        targets = oracle_targets(t, sft_reward, tie_break=config.sft.tie_break, rows=sft_rows)
+        if config.sft_targets == "sampled":
+            targets = sampled_targets(t, sft_reward, config.sft.target_temperature, rng, rows=sft_rows)
+        else:
+            targets = oracle_targets(t, sft_reward, tie_break=config.sft.tie_break, rows=sft_rows)
         tic = time.perf_counter()
+        memo_key = sft_memo_key(config, ctx, seed)
         if checkpoint is not None:
             sft_log = []
             logs["sft_checkpoint"] = str(checkpoint)
+        elif memo_key in SFT_MEMO:
+            model, tokenizer, sft_log = recall_sft(memo_key, rng)
+            logs["sft_shared"] = True
         elif config.sft.max_steps is None or config.sft.max_steps > 0:
             records = sft_records(builder, t, sft_rows, targets, chat)
             model, sft_log = run_sft(model, tokenizer, records, config, scratch_dir / "sft", seed, progress)
+            remember_sft(memo_key, model, tokenizer, sft_log, rng)
         else:
             sft_log = []
         logs["sft_s"] = time.perf_counter() - tic

@@ -1,7 +1,8 @@
 """The text controller as registered agents: a small LM reads the question and writes its
 routing choice (the reference paper's router).
 
-- ``sft``: supervised fine-tuning toward the oracle route (``gated_rank``, lambda_e = 0.5);
+- ``sft``: supervised fine-tuning on reward-weighted routes (``gated_rank``, lambda_e = 0.5;
+  ``sft.targets``);
 - ``grpo``: SFT, then GRPO on rewards replayed from the tournament under the context's reward;
 - ``kl-grpo``: the same with a KL penalty (``beta = 0.04``) toward the SFT model.
 
@@ -59,6 +60,7 @@ class TextControllerAgent(Agent):
         self.logs_: dict[str, Any] = {}
         self.overhead_: dict[str, Any] = {}
         self.completions_: list[str] = []
+        self._router: Any = None  # routing_model(model_), made on first use
 
     # ------------------------------------------------------------------ training
     def fit(self, ctx: FitContext) -> dict[str, Any]:
@@ -66,6 +68,7 @@ class TextControllerAgent(Agent):
 
         trained = train_controller(self.config, ctx, self.stage)
         self.model_, self.tokenizer_ = trained.model, trained.tokenizer
+        self._router = None
         self.builder_, self.chat_ = trained.builder, trained.chat
         self.logs_ = trained.logs
         if self.config.report_dir:
@@ -86,7 +89,7 @@ class TextControllerAgent(Agent):
             from routing_gym_agents.controller_inference import route_by_choice
 
             actions, self.overhead_ = route_by_choice(
-                self.model_,
+                self._routing_model(),
                 self.tokenizer_,
                 self.builder_,
                 self._prompts(batch),
@@ -113,6 +116,13 @@ class TextControllerAgent(Agent):
         except ValueError:
             return False
         return True
+
+    def _routing_model(self) -> Any:
+        from routing_gym_agents.controller_model import routing_model
+
+        if self._router is None:
+            self._router = routing_model(self.model_, self.config.eval.dtype)
+        return self._router
 
     def _prompts(self, batch: ObservationBatch) -> list[Any]:
         if self.model_ is None or self.builder_ is None:

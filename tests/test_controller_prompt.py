@@ -187,3 +187,29 @@ def test_config_flat_overrides_and_errors():
         ControllerConfig.from_kwargs(beta=-1.0)
     with pytest.raises(ValueError, match="output_format"):
         ControllerConfig.from_kwargs(format="json")
+
+
+def test_sampled_targets_follow_the_boltzmann_distribution_of_the_reward(toy):
+    from routing_gym.envs import sampled_targets
+
+    reward = Reward("gated_rank", {"lambda_e": 0.5})
+    rows = np.repeat(toy.split_rows("train")[:3], 4000)  # each query drawn 4000 times
+    draws = sampled_targets(toy, reward, 0.5, np.random.default_rng(0), rows=rows).reshape(3, 4000)
+    matrix = reward.matrix(toy, rows[::4000])
+    expected = np.exp(matrix / 0.5) / np.exp(matrix / 0.5).sum(axis=1, keepdims=True)
+    observed = np.stack([np.bincount(d, minlength=toy.n_models) / 4000 for d in draws])
+    np.testing.assert_allclose(observed, expected, atol=0.03)
+    # A colder distribution puts (almost) all draws on the best route, the oracle's.
+    cold = sampled_targets(toy, reward, 1e-3, np.random.default_rng(1), rows=rows[::4000])
+    np.testing.assert_array_equal(matrix[np.arange(3), cold], matrix.max(axis=1))
+    # Seeded: the same generator state draws the same targets.
+    again = sampled_targets(toy, reward, 0.5, np.random.default_rng(0), rows=rows).reshape(3, 4000)
+    np.testing.assert_array_equal(draws, again)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        sampled_targets(toy, reward, 0.0, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="sft.targets"):
+        ControllerConfig.from_kwargs(sft_targets="boltzmann")
+    # "auto": sampled routes for the choice format, the oracle's for the rationale format.
+    assert ControllerConfig().sft_targets == "sampled"
+    assert ControllerConfig.from_kwargs(format="rationale").sft_targets == "oracle"
+    assert ControllerConfig.from_kwargs(format="rationale", sft_targets="sampled").sft_targets == "sampled"

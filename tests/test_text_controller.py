@@ -275,6 +275,7 @@ def test_paper_preset_needs_a_local_model_directory(tmp_path):
     assert c.model.name_or_path == str(tmp_path) and c.model.dtype == "bfloat16"
     assert c.lora.top_layers is None and c.prompt.show_legend  # every layer, the legend shown
     assert c.sft.max_train_queries is None and c.sft.max_steps is None  # one epoch of the whole split
+    assert c.sft.targets == "oracle"  # the paper's SFT targets
     assert c.grpo.max_steps == 1200 and c.grpo.beta == KL_GRPO_BETA  # overrides on top of the preset
 
 
@@ -304,8 +305,34 @@ def test_shared_prefix_cache_matches_uncached_decoding(sft_choice, held_out):
         for c in (True, False)
     ]
     np.testing.assert_allclose(probs[0], probs[1], rtol=1e-3, atol=1e-6)
+    # Both equal the probabilities of one unpadded, uncached forward pass per prompt.
+    from routing_gym_agents.controller_inference import choice_letter_ids, prompt_ids
+
+    choice, letters = choice_letter_ids(agent.tokenizer_, agent.builder_)
+    for row, ids in enumerate(prompt_ids(agent.tokenizer_, prompts, agent.chat_)):
+        with torch.no_grad():
+            logp = torch.log_softmax(agent.model_(input_ids=torch.tensor([ids + choice])).logits[0].float(), dim=-1)
+        n = len(ids)
+        direct = sum(float(logp[n - 1 + j, t]) for j, t in enumerate(choice)) + logp[-1, letters].numpy()
+        np.testing.assert_allclose(probs[0][row], np.exp(direct), rtol=1e-3, atol=1e-6)
     # Probabilities of disjoint completions; SFT put most of the mass on "Choice: X".
     assert (probs[0].sum(axis=1) <= 1 + 1e-6).all() and (probs[0].sum(axis=1) > 0.5).all()
+
+
+def test_bf16_routing_copy_keeps_the_choice_probabilities(sft_choice, held_out):
+    from routing_gym_agents.controller_inference import choice_probabilities
+    from routing_gym_agents.controller_model import routing_model
+
+    agent, _ = sft_choice
+    assert routing_model(agent.model_, "float32") is agent.model_
+    copy = routing_model(agent.model_, "bfloat16")
+    assert copy.dtype == torch.bfloat16 and agent.model_.dtype == torch.float32  # a copy: training weights stay
+    prompts = agent.builder_.prompts(list(held_out.texts), None, agent.chat_)
+    exact, bf16 = (choice_probabilities(m, agent.tokenizer_, agent.builder_, prompts, agent.chat_, 8) for m in (agent.model_, copy))
+    # bf16 keeps ~3 significant digits: a few hundredths on a probability, a letter flipped only
+    # between near-ties.
+    np.testing.assert_allclose(bf16, exact, atol=0.05)
+    assert (bf16.argmax(axis=1) == exact.argmax(axis=1)).mean() >= 0.85
 
 
 def test_saved_controller_routes_like_the_original(sft_choice, sft_checkpoint, held_out, pool):
@@ -362,3 +389,27 @@ def test_kl_grpo_reference_is_the_sft_model(ctx, sft_checkpoint):
     # SFT model (the base model puts almost no mass on "Choice: X", a KL of several nats).
     assert math.isfinite(kl) and 0.0 <= kl < 1e-3
     assert logs["grpo"]["reward"] == "gated_rank(lambda_e=0.4)"
+
+
+def test_controllers_of_one_seed_share_one_sft_run(ctx, pool):
+    from routing_gym_agents import controller_sft_memo
+
+    budget = dict(**FAST, sft_max_steps=4, sft_max_train_queries=8, sft_targets="sampled",
+                  grpo_max_steps=1, grpo_prompts_per_step=1, grpo_max_train_queries=2, grpo_probe_queries=2)
+    controller_sft_memo.SFT_MEMO.clear()
+    first = make_agent("grpo", **budget)
+    first_logs = first.fit(ctx)
+    sft = make_agent("sft", **budget)  # same SFT settings, another stage: a copy of the remembered model
+    sft_logs = sft.fit(ctx)
+    shared = make_agent("grpo", **budget)
+    shared_logs = shared.fit(ctx)
+    assert "sft_shared" not in first_logs and sft_logs["sft_shared"] and shared_logs["sft_shared"]
+    assert sft_logs["sft"]["loss"] == first_logs["sft"]["loss"]
+    # GRPO from the copy draws and trains as it did after training SFT itself: the same policy.
+    for key in ("expected_reward_before", "expected_reward_after", "probe_rows"):
+        assert shared_logs["grpo"][key] == first_logs["grpo"][key], key
+    batch = ObservationBatch.from_tournament(pool, pool.split_rows("test")[:6])
+    np.testing.assert_array_equal(shared.act_batch(batch), first.act_batch(batch))
+    # Another SFT setting is another run.
+    other = make_agent("sft", **{**budget, "sft_target_temperature": 2.0})
+    assert "sft_shared" not in other.fit(ctx)

@@ -31,6 +31,7 @@ from routing_gym.envs.rewards import (
     oracle_targets,
     rank_penalty,
     register_reward,
+    sampled_targets,
 )
 from routing_gym.envs.routing_env import RoutingEnv, default_config
 from routing_gym.envs.vector_env import RoutingVectorEnv, to_sb3
@@ -78,6 +79,7 @@ __all__ = [
     "rank_penalty",
     "register_reward",
     "registered_ids",
+    "sampled_targets",
     "stream_id",
     "stream_ids",
     "to_sb3",

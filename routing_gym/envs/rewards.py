@@ -360,3 +360,31 @@ def oracle_targets(
     best = matrix.max(axis=1, keepdims=True)
     tied = matrix >= best - 1e-9 * np.maximum(1.0, np.abs(best))
     return np.where(tied, key, np.inf).argmin(axis=1)
+
+
+def sampled_targets(
+    tournament: Tournament,
+    reward: Reward | dict[str, float] | None,
+    temperature: float,
+    rng: np.random.Generator,
+    rows: np.ndarray | None = None,
+) -> np.ndarray:
+    """Per query, a route drawn from the Boltzmann distribution ``softmax(reward / temperature)``
+    over the K models (reward-weighted SFT targets).
+
+    ``oracle_targets`` gives each query its single best route; with an energy term that is the
+    cheapest correct model, so a learner that cannot tell which small model happens to be right
+    learns to route small and is mostly wrong. Imitating these draws instead fits, for questions
+    that look alike, the mean of their Boltzmann distributions: every correct route earns
+    weight, a model right where the others fail earns the most, and the fitted policy stays
+    spread (a start GRPO can move) rather than a one-hot guess.
+    """
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    reward = reward if isinstance(reward, Reward) else Reward("gated_rank", dict(reward or {}))
+    logits = reward.matrix(tournament, rows) / temperature
+    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    cumulative = probs.cumsum(axis=1)
+    draws = rng.random((len(probs), 1))
+    return np.minimum((cumulative < draws).sum(axis=1), probs.shape[1] - 1)
