@@ -114,16 +114,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--name", default=None, help="folder name (default: compare-<tournament>)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--agent-kwargs", default="{}", help="compare's --agent-kwargs (each controller also gets its report_dir)")
     args, extra = parser.parse_known_args(argv)
     extra = [x for x in extra if x != "--"]
+    given_kwargs = json.loads(args.agent_kwargs)
     out = args.out / (args.name or f"compare-{args.tournament}")
     agents = args.agents.split(",")
     with tempfile.TemporaryDirectory(prefix="controller-compare-") as scratch:
         run_dir = Path(scratch) / "run"
         reports = Path(scratch) / "reports"
-        kwargs = {a: {"report_dir": str(reports / a)} for a in agents if a in CONTROLLERS}
+        kwargs = {**given_kwargs, **{a: {**given_kwargs.get(a, {}), "report_dir": str(reports / a)}
+                                     for a in agents if a in CONTROLLERS}}
         shown = ["routing-gym", "compare", "--tournament", args.tournament, "--agents", args.agents,
-                 "--seeds", str(args.seeds), *extra]
+                 "--seeds", str(args.seeds), *extra, *(["--agent-kwargs", args.agent_kwargs] if given_kwargs else [])]
         cli = [str(Path(sys.executable).with_name("routing-gym")), *shown[1:], "--out", str(run_dir),
                "--agent-kwargs", json.dumps(kwargs)]
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
