@@ -200,7 +200,7 @@ def _zeroeval(data_dir: Path, bench: str, model: str) -> list[dict]:
 # Accuracy of our GSM8K grader on every output of these runs, pinned (the comparison with
 # ZeroEval's published numbers is in tests/test_zeroeval.py).
 # Reading the last JSON answer (up to any prompt the model invents) moved Phi-3.5 from 84.69 and
-# Yi-1.5-34B from 87.34: experiments/results/grading_fixes/README.md lists every flipped grade.
+# Yi-1.5-34B from 87.34: docs/grading.md lists every flipped grade.
 GSM_PINNED = {"gemma-2-9b-it": 87.41, "Yi-1.5-34B-Chat": 87.57, "Phi-3.5-mini-instruct": 85.52}
 
 
@@ -240,7 +240,7 @@ def test_math_reads_answers_that_json_loads_rejects(data_dir):
 
 
 # GSM8K outputs with several JSON answers: the last one is the model's final answer. Real
-# outputs, one per kind (experiments/results/grading_fixes/README.md has all 32).
+# outputs, one per kind (docs/grading.md has all 32).
 GSM_LAST_ANSWER = [
     ("Yi-1.5-9B-Chat", 17, "57500", True),  # "the correct total ... should be:" a corrected JSON
     ("Yi-1.5-9B-Chat", 115, "90", True),

@@ -109,7 +109,7 @@ def test_energy_fit_and_batch_rule(data_dir):
 # expression ("600 - 198 - 209 = 193"): ZeroEval's rule reads the first number. Pinned: how
 # many such answers our grader credits and ZeroEval's rule does not (these also count the
 # corrected answers we read from a later JSON object, where ZeroEval's rule reads the first:
-# 36, 43, 27 before that change; experiments/results/grading_fixes/README.md).
+# 36, 43, 27 before that change; docs/grading.md).
 EQUATION_ANSWER_MODELS = {"Phi-3.5-mini-instruct": 47, "Yi-1.5-34B-Chat": 46, "Yi-1.5-9B-Chat": 40, "gemma-2-2b-it": 16}
 
 

@@ -81,7 +81,7 @@ class GSM8KGrader(Grader):
     (ZeroEval's published rule takes the first.) In the two Phi-3.5 outputs, and two more
     where its last answer is wrong, it goes on to write ``Question:`` / ``## Instruction``
     prompts of its own and answers them: the output is read only up to such a new prompt
-    when an answer precedes it (5 GSM8K outputs in that tournament, all Phi-3.5-mini). ``experiments/results/grading_fixes/``
+    when an answer precedes it (5 GSM8K outputs in that tournament, all Phi-3.5-mini). ``docs/grading.md``
     has the numbers.
     """
 
