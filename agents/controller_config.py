@@ -116,8 +116,9 @@ class GRPOSettings:
     # "none": advantages are raw reward differences within a group, the policy gradient of the
     # mean reward. TRL's default "group" divides by the group's spread, so a group whose routes
     # were all correct (rewards 1.6-2.0, differing only by energy rank) pushes as hard as one
-    # that separates right from wrong; measured on paper-pool in
-    # experiments/results/text_controller/README.md.
+    # that separates right from wrong (on paper-pool the probe's expected reward did not move
+    # under "group" where "none" raised it; rerun: experiments/bench_text_controller.py
+    # --set '{"grpo_scale_rewards": "group"}').
     scale_rewards: Literal["group", "batch", "none"] = "none"
     loss_type: str = "dapo"
     # Subtract each query's mean reward over the K models (the reward of a uniform random
@@ -170,7 +171,7 @@ class ControllerConfig:
     # still stops at the top layers (TRL's own activation_checkpointing would make the inputs
     # require grad and back-propagate through all layers). Same gradients, for one extra
     # forward of those layers; alone it took ~0.6 GB off a GRPO step's peak RSS on paper-pool
-    # (8 completions of ~260 tokens), see experiments/results/text_controller/memory.md.
+    # (8 completions of ~260 tokens; experiments/bench_controller_memory.py measures it).
     activation_checkpointing: bool = True
     # Tokens per tile of TRL's chunked log-probability LM head (trl.kernels TOKEN_CHUNK_SIZE,
     # 4096 in TRL). Off CUDA, TRL scores every position of the batch, not only the completion's

@@ -26,7 +26,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from results_readme import write_index, write_readme
+
 RESULTS = Path(__file__).resolve().parent / "results" / "text_controller"
+INDEX_ABOUT = """One folder per script run on the 2-core development machine, one torch thread per process, the
+default `ControllerConfig` unless the command says otherwise: `compare-<tournament>/` by
+`experiments/compare_text_controller.py` (compare with the controllers, knn and per-benchmark,
+timed, with the training probe), `profile/` by `experiments/profile_text_controller.py` (where a
+training step's time goes). Energy of `zeroeval-math` and `llmrouter` is derived from ML.ENERGY
+joules-per-token figures; `specialist-pool` is procedural (synthetic energy)."""
 CONTROLLERS = ("sft", "grpo", "kl-grpo")
 DEFAULT_AGENTS = "grpo,kl-grpo,sft,knn,per-benchmark"
 
@@ -69,20 +77,12 @@ def _mix(mix: dict[str, float]) -> str:
     return ", ".join(f"{m} {s:.2f}" for m, s in top)
 
 
-def readme(
-    script_args: list[str], command: list[str], timing: dict[str, float], tournament: str,
-    probe: list[dict[str, Any]], table: str,
-) -> str:
+def readme_about(timing: dict[str, float], probe: list[dict[str, Any]], table: str) -> str:
+    """The README's text after its title and command: the run's cost, the probe, compare's table."""
     lines = [
-        f"# Text controller on `{tournament}`: compare at the default configuration",
-        "",
-        "Written by `OMP_NUM_THREADS=1 .venv/bin/python experiments/compare_text_controller.py "
-        f"{' '.join(script_args)}`, which ran:",
-        "",
-        "    " + " ".join(command),
-        "",
         f"Whole run: {timing['wall_s']:.0f} s wall, {timing['cpu_s']:.0f} s CPU (user + system, every process), peak "
-        f"memory {timing['peak_rss_gb']} GB (largest process), on a shared 2-core machine (wall time is load-bound).",
+        f"memory {timing['peak_rss_gb']} GB (largest process), on a 2-core machine (`run.json`: the compare command "
+        "it ran; wall time depends on the machine's load).",
         "",
         "## Training probe: after SFT -> after GRPO",
         "",
@@ -107,6 +107,15 @@ def readme(
     return "\n".join(lines)
 
 
+def write_readmes(out: Path, tournament: str, argv: list[str]) -> None:
+    """``out/README.md`` from the folder's files, and the index of ``out``'s parent."""
+    timing = json.loads((out / "run.json").read_text())
+    probe = _probe_rows(out / "reports")
+    table = (out / "table.md").read_text() if (out / "table.md").exists() else ""
+    write_readme(out, f"Text controller on `{tournament}`: compare", readme_about(timing, probe, table), argv)
+    write_index(out.parent, "Text controller results (SFT -> GRPO -> KL-GRPO, SmolLM2-135M-Instruct on CPU)", INDEX_ABOUT)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tournament", default="specialist-pool")
@@ -114,11 +123,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--name", default=None, help="folder name (default: compare-<tournament>)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--readme-only", action="store_true", help="rewrite the READMEs from the folder's files")
     parser.add_argument("--agent-kwargs", default="{}", help="compare's --agent-kwargs (each controller also gets its report_dir)")
     args, extra = parser.parse_known_args(argv)
     extra = [x for x in extra if x != "--"]
     given_kwargs = json.loads(args.agent_kwargs)
     out = args.out / (args.name or f"compare-{args.tournament}")
+    given = list(sys.argv if argv is None else ["experiments/compare_text_controller.py", *argv])
+    shown_argv = [a for a in given if a != "--readme-only"]
+    if args.readme_only:
+        write_readmes(out, args.tournament, shown_argv)
+        return 0
     agents = args.agents.split(",")
     with tempfile.TemporaryDirectory(prefix="controller-compare-") as scratch:
         run_dir = Path(scratch) / "run"
@@ -140,7 +155,6 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copytree(run_dir, out, ignore=shutil.ignore_patterns("cells"))
         if reports.exists():
             shutil.copytree(reports, out / "reports")
-        probe = _probe_rows(reports)
     # Committed files keep no machine paths: the scratch directories are cut.
     for path in out.rglob("*"):
         if path.suffix in (".json", ".md", ".csv") and path.is_file():
@@ -149,10 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             if cut != text:
                 path.write_text(cut)
     (out / "run.json").write_text(json.dumps({"command": shown, **timing}, indent=2) + "\n")
-    table = (out / "table.md").read_text() if (out / "table.md").exists() else ""
-    given = sys.argv[1:] if argv is None else argv
-    script_args = [a for i, a in enumerate(given) if a != "--out" and (i == 0 or given[i - 1] != "--out")]
-    (out / "README.md").write_text(readme(script_args, shown, timing, args.tournament, probe, table))
+    write_readmes(out, args.tournament, shown_argv)
     print(f"wrote {out} ({timing})")
     return 0
 

@@ -22,9 +22,12 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+from results_readme import write_readme
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -59,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readme-only", action="store_true", help="rewrite README.md from OUT/profile.json")
     args = parser.parse_args(argv)
     if args.readme_only:
-        (args.out / "README.md").write_text(readme(json.loads((args.out / "profile.json").read_text())))
+        argv_shown = [a for a in sys.argv if a != "--readme-only"]
+        write_readme(args.out, TITLE, readme_about(json.loads((args.out / "profile.json").read_text())), argv_shown)
         return 0
 
     import torch
@@ -71,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     from routing_gym.sources import resolve_tournament
     from routing_gym_agents.controller_config import ControllerConfig
     from routing_gym_agents.controller_inference import choice_probabilities, generate_greedy, render_prompts
-    from routing_gym_agents.controller_model import load_model
+    from routing_gym_agents.controller_model import load_model, routing_model
     from routing_gym_agents.controller_prompt import ModelLegend
     from routing_gym_agents.controller_trainer import lora_config, sft_records
 
@@ -121,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
         n_route = 16
         greedy = timed(lambda: generate_greedy(peft_model, tokenizer, prompts[:n_route], True, 8, 16), 1)
         probs = timed(lambda: choice_probabilities(peft_model, tokenizer, builder, prompts[:n_route], True, 16), 1)
+        bf16_model = routing_model(peft_model, "bfloat16")
+        exact = choice_probabilities(peft_model, tokenizer, builder, prompts[:n_route], True, 16)
+        probs_bf16 = timed(lambda: choice_probabilities(bf16_model, tokenizer, builder, prompts[:n_route], True, 16), 1)
+        bf16 = choice_probabilities(bf16_model, tokenizer, builder, prompts[:n_route], True, 16)
+        del bf16_model
         out["layouts"][name] = {
             **settings,
             "system_prompt_tokens": system_tokens,
@@ -132,46 +141,46 @@ def main(argv: list[str] | None = None) -> int:
             "grpo_sampling_2x4": timed(sample, args.repeats),
             "route_greedy_16_queries": greedy,
             "route_choice_forward_16_queries": probs,
+            "route_choice_forward_bf16_16_queries": probs_bf16,
+            "bf16_max_abs_probability_difference": float(np.abs(bf16 - exact).max()),
+            "bf16_same_letter_share": float((bf16.argmax(axis=1) == exact.argmax(axis=1)).mean()),
         }
         print(name, json.dumps(out["layouts"][name]), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "profile.json").write_text(json.dumps(out, indent=2) + "\n")
-    (args.out / "README.md").write_text(readme(out))
+    write_readme(args.out, TITLE, readme_about(out))
     return 0
 
 
-def readme(out: dict[str, Any]) -> str:
+TITLE = "Where a text-controller training step spends its time"
+
+
+def readme_about(out: dict[str, Any]) -> str:
     lines = [
-        "# Where a text-controller training step spends its time",
-        "",
-        "Written by `OMP_NUM_THREADS=1 .venv/bin/python experiments/profile_text_controller.py` "
-        f"(tournament `{out['tournament']}`, {out['models']} models, SFT micro-batch {out['sft_batch']}, "
-        "SmolLM2-135M-Instruct with LoRA on the top 8 layers, one torch thread, a shared 2-core machine: "
-        "wall seconds are load-bound, so the table shows this process's CPU seconds; wall seconds are in "
-        "`profile.json`). Medians of repeated calls; routing: one call of 16 queries. Derived: the backward share "
-        "is 1 - forward / (forward + backward) CPU seconds.",
+        f"Tournament `{out['tournament']}`, {out['models']} models, SFT micro-batch {out['sft_batch']}, "
+        "SmolLM2-135M-Instruct with LoRA on the top 8 layers, one torch thread, a 2-core machine: wall seconds "
+        "depend on its load, so the table shows this process's CPU seconds; wall seconds are in `profile.json`. "
+        "Medians of repeated calls; routing: one call of 16 queries (float32, and the bfloat16 copy "
+        "`eval.dtype` routes with on a CPU with native bf16). Derived: the backward share is "
+        "1 - forward / (forward + backward) CPU seconds.",
         "",
         "| prompt layout | system tokens | prompt tokens | SFT sequence tokens (mean / max) | SFT forward CPU s | "
         "SFT forward+backward CPU s | backward share (derived) | GRPO sampling 2x4 CPU s | route 16: greedy CPU s | "
-        "route 16: one forward CPU s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "route 16: one forward CPU s | route 16: one forward, bf16 CPU s | bf16: largest probability difference / "
+        "same letter |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in out["layouts"].items():
         fwd, both = r["sft_microbatch_forward"]["cpu_s"], r["sft_microbatch_forward_backward"]["cpu_s"]
         lines.append(
             f"| {name} | {r['system_prompt_tokens']} | {r['prompt_tokens_mean']} | {r['sft_sequence_tokens_mean']} / "
             f"{r['sft_sequence_tokens_max']} | {fwd} | {both} | {1 - fwd / both:.2f} | {r['grpo_sampling_2x4']['cpu_s']} | "
-            f"{_route(r, 'greedy')} | {_route(r, 'choice_forward')} |"
+            f"{r['route_greedy_16_queries']['cpu_s']} | {r['route_choice_forward_16_queries']['cpu_s']} | "
+            f"{r['route_choice_forward_bf16_16_queries']['cpu_s']} | {r['bf16_max_abs_probability_difference']:.4f} / "
+            f"{r['bf16_same_letter_share']:.2f} |"
         )
-    lines += ["", "Raw numbers: `profile.json`.", ""]
+    lines += ["", "Raw numbers: `profile.json`."]
     return "\n".join(lines)
-
-
-def _route(r: dict[str, Any], kind: str) -> str:
-    if f"route_{kind}_16_queries" in r:
-        return str(r[f"route_{kind}_16_queries"]["cpu_s"])
-    # A profile.json from before CPU seconds were kept for routing: wall seconds per query only.
-    return f"(wall {r[f'route_{kind}_per_query_s']} s/query)"
 
 
 if __name__ == "__main__":
