@@ -7,7 +7,8 @@ default LoRA (top layers) on SmolLM2-135M-Instruct, one torch thread:
 
 - an SFT micro-batch: forward (loss on the completion) and backward, separately;
 - a GRPO step's sampling: ``prompts_per_step x num_generations`` completions of <= 8 tokens;
-- routing one query: greedy decoding versus one forward pass for the choice distribution.
+- routing 16 queries with the (merged) model: greedy decoding versus one forward pass for the
+  choice distribution, in float32 and in the bfloat16 copy ``eval.dtype`` may route with.
 
     OMP_NUM_THREADS=1 .venv/bin/python experiments/profile_text_controller.py
 
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     targets = oracle_targets(t, Reward("gated_rank", {"lambda_e": 0.5}), rows=rows)
     legend = ModelLegend.from_tournament(t)
     peft_model = get_peft_model(model, lora_config(config.lora, model))
+    plain = load_model(config.model)[0].eval()
     out: dict[str, Any] = {"tournament": t.card.name, "models": t.n_models, "sft_batch": args.batch, "layouts": {}}
     for name, settings in LAYOUTS.items():
         prompt = config.prompt
@@ -122,12 +124,14 @@ def main(argv: list[str] | None = None) -> int:
                 peft_model.generate(**sample_ids, do_sample=True, max_new_tokens=8, num_return_sequences=4,
                                     pad_token_id=tokenizer.pad_token_id)
 
+        # Routing runs a trained controller, whose LoRA is merged: a plain model of the same shape.
         n_route = 16
-        greedy = timed(lambda: generate_greedy(peft_model, tokenizer, prompts[:n_route], True, 8, 16), 1)
-        probs = timed(lambda: choice_probabilities(peft_model, tokenizer, builder, prompts[:n_route], True, 16), 1)
-        bf16_model = routing_model(peft_model, "bfloat16")
-        exact = choice_probabilities(peft_model, tokenizer, builder, prompts[:n_route], True, 16)
-        probs_bf16 = timed(lambda: choice_probabilities(bf16_model, tokenizer, builder, prompts[:n_route], True, 16), 1)
+        greedy = timed(lambda: generate_greedy(plain, tokenizer, prompts[:n_route], True, 8, 16), args.repeats)
+        probs = timed(lambda: choice_probabilities(plain, tokenizer, builder, prompts[:n_route], True, 16), args.repeats)
+        bf16_model = routing_model(plain, "bfloat16")
+        exact = choice_probabilities(plain, tokenizer, builder, prompts[:n_route], True, 16)
+        probs_bf16 = timed(lambda: choice_probabilities(bf16_model, tokenizer, builder, prompts[:n_route], True, 16),
+                           args.repeats)
         bf16 = choice_probabilities(bf16_model, tokenizer, builder, prompts[:n_route], True, 16)
         del bf16_model
         out["layouts"][name] = {
@@ -160,7 +164,7 @@ def readme_about(out: dict[str, Any]) -> str:
         f"Tournament `{out['tournament']}`, {out['models']} models, SFT micro-batch {out['sft_batch']}, "
         "SmolLM2-135M-Instruct with LoRA on the top 8 layers, one torch thread, a 2-core machine: wall seconds "
         "depend on its load, so the table shows this process's CPU seconds; wall seconds are in `profile.json`. "
-        "Medians of repeated calls; routing: one call of 16 queries (float32, and the bfloat16 copy "
+        "Medians of repeated calls (routing: calls of 16 queries) (float32, and the bfloat16 copy "
         "`eval.dtype` routes with on a CPU with native bf16). Derived: the backward share is "
         "1 - forward / (forward + backward) CPU seconds.",
         "",
