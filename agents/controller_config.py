@@ -75,13 +75,13 @@ class SFTSettings:
     draws (``sampled_targets``)."""
 
     energy_coef: float = 0.5  # lambda_e of gated_rank for the targets (the paper's SFT value)
-    # "oracle": each query's best route (the paper's targets; with an energy term the cheapest
-    # correct model, which a small model cannot tell apart and so routes small and wrong).
-    # "sampled": a route drawn from softmax(reward / target_temperature), so the fitted policy
-    # is the mean of those distributions over questions that look alike (sampled_targets).
-    # "auto": sampled for the choice format, oracle for the rationale format (its sentence says
-    # why the target is the best route, true of the oracle's only).
-    targets: Literal["auto", "oracle", "sampled"] = "auto"
+    # "oracle": each query's best route (the paper's targets). "sampled": a route drawn from
+    # softmax(reward / target_temperature), so the fitted policy is the mean of those
+    # distributions over questions that look alike (sampled_targets). On specialist-pool the
+    # sampled targets gave a flat SFT policy that GRPO moved onto the most accurate model
+    # everywhere (greedy top-1 share 1.00; experiments/results/text_controller/
+    # compare-specialist-pool-sampled-targets), so the oracle's stay the default.
+    targets: Literal["oracle", "sampled"] = "oracle"
     target_temperature: float = 1.0
     tie_break: str = "auto"  # oracle_targets tie rule
     # The step budget: 64 x 8 = 512 queries of a seeded shuffle of the whole training split
@@ -195,8 +195,8 @@ class ControllerConfig:
             raise ValueError(f"grpo.beta (KL coefficient) must be >= 0, got {g.beta}")
         if g.scale_rewards not in ("group", "batch", "none"):
             raise ValueError(f"grpo.scale_rewards must be 'group', 'batch' or 'none', got {g.scale_rewards!r}")
-        if self.sft.targets not in ("auto", "oracle", "sampled"):
-            raise ValueError(f"sft.targets must be 'auto', 'oracle' or 'sampled', got {self.sft.targets!r}")
+        if self.sft.targets not in ("oracle", "sampled"):
+            raise ValueError(f"sft.targets must be 'oracle' or 'sampled', got {self.sft.targets!r}")
         if not self.sft.target_temperature > 0:
             raise ValueError(f"sft.target_temperature must be > 0, got {self.sft.target_temperature}")
         if self.sft.max_steps is None and not self.sft.epochs > 0:
@@ -222,13 +222,6 @@ class ControllerConfig:
         if self.grpo.max_completion_length is not None:
             return self.grpo.max_completion_length
         return CHOICE_MAX_NEW_TOKENS if self.prompt.output_format == "choice" else RATIONALE_MAX_NEW_TOKENS
-
-    @property
-    def sft_targets(self) -> str:
-        """``sft.targets`` with "auto" resolved by the output format."""
-        if self.sft.targets != "auto":
-            return self.sft.targets
-        return "sampled" if self.prompt.output_format == "choice" else "oracle"
 
     @property
     def eval_max_new_tokens(self) -> int:
@@ -312,7 +305,7 @@ _SECTION_TYPES: dict[str, type] = {
 
 # The reference paper's scale: Qwen2.5-1.5B-Instruct (bf16, on a GPU) from a local model
 # directory, LoRA on every layer, the legend shown (a 1.5B model can read model names), SFT to
-# the oracle route in one pass over the whole training split, GRPO for 1,500 steps of 4 prompts x 8 samples. It
+# the oracle route (the default targets) in one pass over the whole training split, GRPO for 1,500 steps of 4 prompts x 8 samples. It
 # needs ``model=<directory>`` (nothing is downloaded); ``experiments/run_paper_controller.sh``
 # is the command that runs it end to end. Nothing else in the project uses it.
 PAPER_MODEL = "Qwen2.5-1.5B-Instruct"
@@ -326,7 +319,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "prompt_max_question_chars": 1000,
         "sft_max_train_queries": None,
         "sft_max_steps": None,  # one epoch (sft.epochs) over the whole training split
-        "sft_targets": "oracle",  # the paper's targets
         "sft_batch_size": 16,
         "sft_learning_rate": 1e-4,
         "sft_max_length": 1024,

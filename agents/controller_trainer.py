@@ -1,12 +1,12 @@
-"""Training of the text controller: SFT (TRL ``SFTTrainer``) to reward-weighted or oracle
+"""Training of the text controller: SFT (TRL ``SFTTrainer``) to oracle or reward-weighted
 routes, then GRPO / KL-GRPO (TRL ``GRPOTrainer``) on rewards replayed from the tournament.
 
 Pipeline (``train_controller``):
 
 1. **SFT.** Targets come from ``gated_rank(lambda_e=sft.energy_coef)`` (0.5, the paper's):
-   for the choice format one route per query drawn from ``softmax(reward /
-   sft.target_temperature)`` (``sampled_targets``), else each query's best route
-   (``oracle_targets``, the paper's and the ``paper`` preset's; ``sft.targets``). When an earlier controller of this process ran the
+   each query's best route (``oracle_targets``, the paper's; the default) or one route per
+   query drawn from ``softmax(reward / sft.target_temperature)`` (``sampled_targets``;
+   ``sft.targets``). When an earlier controller of this process ran the
    same SFT, its model is copied instead (``controller_sft_memo``). Completions are ``Choice: X`` or a templated sentence of logged facts
    followed by ``Choice: X`` (``controller_prompt.target_completion``). With LoRA the adapter
    is merged into the weights afterwards.
@@ -463,7 +463,7 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
         sft_reward = Reward(
             "gated_rank", {"lambda_e": config.sft.energy_coef}, invalid_penalty=ctx.reward.invalid_penalty
         )
-        if config.sft_targets == "sampled":
+        if config.sft.targets == "sampled":
             targets = sampled_targets(t, sft_reward, config.sft.target_temperature, rng, rows=sft_rows)
         else:
             targets = oracle_targets(t, sft_reward, tie_break=config.sft.tie_break, rows=sft_rows)

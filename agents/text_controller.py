@@ -1,8 +1,8 @@
 """The text controller as registered agents: a small LM reads the question and writes its
 routing choice (the reference paper's router).
 
-- ``sft``: supervised fine-tuning on reward-weighted routes (``gated_rank``, lambda_e = 0.5;
-  ``sft.targets``);
+- ``sft``: supervised fine-tuning toward the oracle route (``gated_rank``, lambda_e = 0.5) or
+  reward-weighted routes (``sft.targets``);
 - ``grpo``: SFT, then GRPO on rewards replayed from the tournament under the context's reward;
 - ``kl-grpo``: the same with a KL penalty (``beta = 0.04``) toward the SFT model.
 

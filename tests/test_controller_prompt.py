@@ -209,7 +209,4 @@ def test_sampled_targets_follow_the_boltzmann_distribution_of_the_reward(toy):
         sampled_targets(toy, reward, 0.0, np.random.default_rng(0))
     with pytest.raises(ValueError, match="sft.targets"):
         ControllerConfig.from_kwargs(sft_targets="boltzmann")
-    # "auto": sampled routes for the choice format, the oracle's for the rationale format.
-    assert ControllerConfig().sft_targets == "sampled"
-    assert ControllerConfig.from_kwargs(format="rationale").sft_targets == "oracle"
-    assert ControllerConfig.from_kwargs(format="rationale", sft_targets="sampled").sft_targets == "sampled"
+    assert ControllerConfig().sft.targets == "oracle"  # the paper's targets stay the default
