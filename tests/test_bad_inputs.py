@@ -352,7 +352,8 @@ def test_to_tournament_and_data_split_write_seeded_paper_ratio_splits(tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_in_collect_run_is_one_friendly_line(tmp_path):
-    server = FakeOllama(latency_s=0.2)
+    # 1 s per answer: the run lasts >= 20 s, so a loaded machine still signals it mid-run.
+    server = FakeOllama(latency_s=1.0)
     try:
         config = tmp_path / "run.json"
         config.write_text(json.dumps(make_config(tmp_path, server.url)))
