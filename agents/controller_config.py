@@ -305,8 +305,8 @@ _SECTION_TYPES: dict[str, type] = {
 
 # The reference paper's scale: Qwen2.5-1.5B-Instruct (bf16, on a GPU) from a local model
 # directory, LoRA on every layer, the legend shown (a 1.5B model can read model names), SFT to
-# the oracle route (the default targets) in one pass over the whole training split, GRPO for 1,500 steps of 4 prompts x 8 samples. It
-# needs ``model=<directory>`` (nothing is downloaded); ``experiments/run_paper_controller.sh``
+# the oracle route (the default targets) in one pass over the whole training split, GRPO for
+# 1,500 steps of 4 prompts x 8 samples. It needs ``model=<directory>`` (nothing is downloaded); ``experiments/run_paper_controller.sh``
 # is the command that runs it end to end. Nothing else in the project uses it.
 PAPER_MODEL = "Qwen2.5-1.5B-Instruct"
 PRESETS: dict[str, dict[str, Any]] = {

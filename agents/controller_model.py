@@ -52,8 +52,9 @@ def cpu_has_bf16_matmul() -> bool:
 def routing_model(model: Any, dtype: str) -> Any:
     """The model that routes: ``model`` itself, or a bfloat16 copy of a float32 CPU model for
     ``dtype="bfloat16"`` and, where the CPU multiplies bf16 natively, ``"auto"``. Routing is one
-    forward pass per query, and there a bf16 copy ran ~3x faster than float32 with
-    choice probabilities within ~2e-4 (``experiments/profile_text_controller.py``)."""
+    forward pass per query; there a bf16 copy ran ~3x faster than float32, choosing the same
+    letter on the profile's 16 queries (``experiments/profile_text_controller.py``), while a
+    briefly trained controller's probabilities moved by up to a few hundredths."""
     import copy
 
     import torch

@@ -6,9 +6,9 @@ Pipeline (``train_controller``):
 1. **SFT.** Targets come from ``gated_rank(lambda_e=sft.energy_coef)`` (0.5, the paper's):
    each query's best route (``oracle_targets``, the paper's; the default) or one route per
    query drawn from ``softmax(reward / sft.target_temperature)`` (``sampled_targets``;
-   ``sft.targets``). When an earlier controller of this process ran the
-   same SFT, its model is copied instead (``controller_sft_memo``). Completions are ``Choice: X`` or a templated sentence of logged facts
-   followed by ``Choice: X`` (``controller_prompt.target_completion``). With LoRA the adapter
+   ``sft.targets``). When an earlier controller of this process ran the same SFT, its model
+   is copied instead (``controller_sft_memo``). Completions are ``Choice: X`` or a templated
+   sentence of logged facts followed by ``Choice: X`` (``controller_prompt.target_completion``). With LoRA the adapter
    is merged into the weights afterwards.
 2. **GRPO.** Each dataset row carries the query's ``[K]`` outcome columns (``correct``,
    ``energy_j``, ``latency_s``, ``mean_power_w``); TRL passes them to ``RoutingReward``, which

@@ -377,14 +377,15 @@ def sampled_targets(
     learns to route small and is mostly wrong. Imitating these draws instead fits, for questions
     that look alike, the mean of their Boltzmann distributions: every correct route earns
     weight, a model right where the others fail earns the most, and the fitted policy stays
-    spread (a start GRPO can move) rather than a one-hot guess.
+    spread rather than a one-hot guess (so spread that, on specialist-pool, a short GRPO run
+    moved every greedy choice onto the most accurate model).
     """
+    from scipy.special import softmax  # scipy stays out of import time
+
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     reward = reward if isinstance(reward, Reward) else Reward("gated_rank", dict(reward or {}))
-    logits = reward.matrix(tournament, rows) / temperature
-    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
-    probs /= probs.sum(axis=1, keepdims=True)
+    probs = softmax(reward.matrix(tournament, rows) / temperature, axis=1)
     cumulative = probs.cumsum(axis=1)
     draws = rng.random((len(probs), 1))
     return np.minimum((cumulative < draws).sum(axis=1), probs.shape[1] - 1)
