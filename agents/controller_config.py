@@ -71,18 +71,25 @@ class PromptSettings:
 
 @dataclass
 class SFTSettings:
-    """Supervised fine-tuning (TRL ``SFTTrainer``) toward ``oracle_targets`` or reward-weighted
+    """Supervised fine-tuning (TRL ``SFTTrainer``) toward predicted-best routes
+    (``predicted_targets``), each query's logged best (``oracle_targets``) or reward-weighted
     draws (``sampled_targets``)."""
 
     energy_coef: float = 0.5  # lambda_e of gated_rank for the targets (the paper's SFT value)
-    # "oracle": each query's best route (the paper's targets). "sampled": a route drawn from
-    # softmax(reward / target_temperature), so the fitted policy is the mean of those
-    # distributions over questions that look alike (sampled_targets). On specialist-pool the
-    # sampled targets gave a flat SFT policy that GRPO moved onto the most accurate model
-    # everywhere (greedy top-1 share 1.00; experiments/results/text_controller/
-    # compare-specialist-pool-sampled-targets), so the oracle's stay the default.
-    targets: Literal["oracle", "sampled"] = "oracle"
-    target_temperature: float = 1.0
+    # "predicted" (default): each query's route with the best reward predicted by a ridge
+    # regression on TF-IDF features of the question as the prompt shows it, fitted on the SFT
+    # rows (predicted_targets): the best route for questions that read alike. "oracle": each
+    # query's best route in its one logged draw (the paper's targets; the cheapest correct
+    # model, so 31 % of specialist-pool's targets are its smallest model, which is right on 34 %
+    # of questions). "sampled": a route drawn from softmax(reward / target_temperature).
+    # On specialist-pool (experiments/bench_text_controller.py, seed 0) predicted targets gave an
+    # SFT policy whose greedy route earned 1.50 on the GRPO probe (top-1 share 0.31), and GRPO
+    # then raised the sampling policy's expected reward 1.13 -> 1.27 without collapsing; from
+    # oracle targets GRPO moved 87 % of held-out routes onto the most accurate model, from
+    # sampled targets all of them (text_controller/compare-specialist-pool-sampled-targets).
+    targets: Literal["oracle", "sampled", "predicted"] = "predicted"
+    target_temperature: float = 1.0  # "sampled" only
+    target_ridge_alpha: float = 3.0  # "predicted" only
     tie_break: str = "auto"  # oracle_targets tie rule
     # The step budget: 64 x 8 = 512 queries of a seeded shuffle of the whole training split
     # (the budget, not the split, is what the CPU allows). None: ``epochs`` full passes.
@@ -140,11 +147,14 @@ class EvalSettings:
     # (controller_inference.route_by_choice: the letter greedy decoding writes) instead of
     # decoding it token by token. The rationale format always decodes.
     choice_forward: bool = True
-    # The dtype of choice_forward routing on CPU: "float32" (default: the letter greedy
-    # decoding writes), "bfloat16", or "auto" (bfloat16 where the CPU has native bf16 matrix
-    # units, AMX or AVX512-BF16). A bf16 copy reads the choice ~3x faster there, and can flip
-    # the letter between near-ties (controller_model.routing_model; text_controller/profile).
-    dtype: Literal["auto", "float32", "bfloat16"] = "float32"
+    # The dtype of choice_forward routing on CPU: "auto" (default: bfloat16 where the CPU has
+    # native bf16 matrix units, AMX or AVX512-BF16, else float32), "bfloat16", or "float32"
+    # (exactly the letter greedy decoding writes). Routing is compute-bound: on specialist-pool
+    # a bf16 copy read the choice in 46 ms per query against 152 ms in float32, the same
+    # letter on 127 of 128 queries of the untrained model (near-ties), so a compare of three
+    # controllers with its audit routes 6 x 1,849 queries in ~9 min instead of ~28
+    # (controller_model.routing_model; text_controller/profile).
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     max_new_tokens: int | None = None  # None: as max_completion_length
     # Controller joules: a routing_gym.collect.meters kind ("auto": NVML when the controller
     # runs on a GPU, nothing on CPU; "none"; "replay" for synthetic test energies).
@@ -195,8 +205,10 @@ class ControllerConfig:
             raise ValueError(f"grpo.beta (KL coefficient) must be >= 0, got {g.beta}")
         if g.scale_rewards not in ("group", "batch", "none"):
             raise ValueError(f"grpo.scale_rewards must be 'group', 'batch' or 'none', got {g.scale_rewards!r}")
-        if self.sft.targets not in ("oracle", "sampled"):
-            raise ValueError(f"sft.targets must be 'oracle' or 'sampled', got {self.sft.targets!r}")
+        if self.sft.targets not in ("oracle", "sampled", "predicted"):
+            raise ValueError(f"sft.targets must be 'oracle', 'sampled' or 'predicted', got {self.sft.targets!r}")
+        if not self.sft.target_ridge_alpha > 0:
+            raise ValueError(f"sft.target_ridge_alpha must be > 0, got {self.sft.target_ridge_alpha}")
         if not self.sft.target_temperature > 0:
             raise ValueError(f"sft.target_temperature must be > 0, got {self.sft.target_temperature}")
         if self.sft.max_steps is None and not self.sft.epochs > 0:
@@ -305,7 +317,7 @@ _SECTION_TYPES: dict[str, type] = {
 
 # The reference paper's scale: Qwen2.5-1.5B-Instruct (bf16, on a GPU) from a local model
 # directory, LoRA on every layer, the legend shown (a 1.5B model can read model names), SFT to
-# the oracle route (the default targets) in one pass over the whole training split, GRPO for
+# the oracle route (the paper's targets) in one pass over the whole training split, GRPO for
 # 1,500 steps of 4 prompts x 8 samples. It needs ``model=<directory>`` (nothing is downloaded); ``experiments/run_paper_controller.sh``
 # is the command that runs it end to end. Nothing else in the project uses it.
 PAPER_MODEL = "Qwen2.5-1.5B-Instruct"
@@ -318,6 +330,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "prompt_show_legend": True,
         "prompt_max_question_chars": 1000,
         "sft_max_train_queries": None,
+        "sft_targets": "oracle",  # the paper's targets
         "sft_max_steps": None,  # one epoch (sft.epochs) over the whole training split
         "sft_batch_size": 16,
         "sft_learning_rate": 1e-4,

@@ -4,9 +4,10 @@ routes, then GRPO / KL-GRPO (TRL ``GRPOTrainer``) on rewards replayed from the t
 Pipeline (``train_controller``):
 
 1. **SFT.** Targets come from ``gated_rank(lambda_e=sft.energy_coef)`` (0.5, the paper's):
-   each query's best route (``oracle_targets``, the paper's; the default) or one route per
-   query drawn from ``softmax(reward / sft.target_temperature)`` (``sampled_targets``;
-   ``sft.targets``). When an earlier controller of this process ran the same SFT, its model
+   per query the route with the best reward *predicted* from the question's text
+   (``predicted_targets``, the default), its best logged route (``oracle_targets``, the
+   paper's) or one route drawn from ``softmax(reward / sft.target_temperature)``
+   (``sampled_targets``; ``sft.targets``). When an earlier controller of this process ran the same SFT, its model
    is copied instead (``controller_sft_memo``). Completions are ``Choice: X`` or a templated
    sentence of logged facts followed by ``Choice: X`` (``controller_prompt.target_completion``). With LoRA the adapter
    is merged into the weights afterwards.
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import numpy as np
 
 from routing_gym.envs import Reward
-from routing_gym.envs.rewards import oracle_targets, sampled_targets
+from routing_gym.envs.rewards import oracle_targets, predicted_targets, sampled_targets
 from routing_gym.tournament.scoring import score_actions
 from routing_gym.eval.collapse import normalised_entropy, track_actions
 from routing_gym.tournament import Outcomes, Tournament
@@ -424,6 +425,25 @@ def _subsample(rows: np.ndarray, n: int | None, rng: np.random.Generator) -> np.
     return rng.choice(rows, size=n, replace=False)
 
 
+def sft_targets(
+    config: ControllerConfig,
+    builder: PromptBuilder,
+    tournament: Tournament,
+    reward: Reward,
+    rows: np.ndarray,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """The SFT route of every row in ``rows`` under ``config.sft.targets``."""
+    s = config.sft
+    if s.targets == "sampled":
+        return sampled_targets(tournament, reward, s.target_temperature, rng, rows=rows)
+    if s.targets == "predicted":
+        # The regression reads what the controller reads: the question as its prompt shows it.
+        questions = tournament.queries["prompt"].to_numpy(dtype=object)[rows]
+        return predicted_targets(tournament, reward, [builder.user(q) for q in questions], rows, s.target_ridge_alpha)
+    return oracle_targets(tournament, reward, tie_break=s.tie_break, rows=rows)
+
+
 def rl_reward(config: ControllerConfig, ctx: FitContext) -> Reward:
     if config.grpo.reward_from_context:
         return ctx.reward
@@ -463,10 +483,7 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
         sft_reward = Reward(
             "gated_rank", {"lambda_e": config.sft.energy_coef}, invalid_penalty=ctx.reward.invalid_penalty
         )
-        if config.sft.targets == "sampled":
-            targets = sampled_targets(t, sft_reward, config.sft.target_temperature, rng, rows=sft_rows)
-        else:
-            targets = oracle_targets(t, sft_reward, tie_break=config.sft.tie_break, rows=sft_rows)
+        targets = sft_targets(config, builder, t, sft_reward, sft_rows, rng)
         tic = time.perf_counter()
         memo_key = sft_memo_key(config, ctx, seed)
         if checkpoint is not None:

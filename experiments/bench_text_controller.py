@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     from routing_gym.envs import Reward
     from routing_gym.sources import resolve_tournament
+    from routing_gym.tournament.scoring import score_actions
     from routing_gym_agents import FitContext, ObservationBatch, make_agent
     from routing_gym_agents.controller_prompt import named_model
     from routing_gym_agents.controller_report import write_training_report
@@ -151,14 +152,15 @@ def main(argv: list[str] | None = None) -> int:
         clock = CpuClock()
         actions = agent.act_batch(ObservationBatch.from_tournament(t, rows))
         act = clock.stop()
-        result = ctx.make_env(split="test").evaluate(_full_split(actions, t, rows))
+        # Scored here, outside the agent's FitContext: the agent only ever sees the training split.
+        result = score_actions(reward.matrix(t, rows), t.outcomes(rows), actions, reward.invalid_penalty)
         valid = (actions >= 0) & (actions < t.n_models)
         report["held_out"] = {
             "n": int(len(rows)),
             "valid_rate": float(valid.mean()),
             "selection": {m: int(c) for m, c in zip(t.model_ids, np.bincount(actions[valid], minlength=t.n_models))},
-            "accuracy": float(result.correct[: len(rows)].mean()),
-            "mean_answer_energy_j": float(result.energy_j[: len(rows)].mean()),
+            "accuracy": float(result.correct.mean()),
+            "mean_answer_energy_j": float(result.energy_j.mean()),
             "overhead_means": {k: float(np.nanmean(v)) for k, v in agent.overhead.items()},
             "act": act,
         }
@@ -168,14 +170,10 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         import pandas as pd
 
-        pd.DataFrame(
-            {
-                "row": rows,
-                "action": actions,
-                "completion": agent.completions_,
-                **{f"overhead_{k}": v for k, v in agent.overhead.items()},
-            }
-        ).to_csv(out / "held_out.csv", index=False)
+        columns = {"row": rows, "action": actions, **{f"overhead_{k}": v for k, v in agent.overhead.items()}}
+        if agent.completions_:  # choice routing from one forward pass writes no completion text
+            columns["completion"] = agent.completions_
+        pd.DataFrame(columns).to_csv(out / "held_out.csv", index=False)
     write_training_report(logs, out, title=name)
     (out / "bench.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     write_readme(out, report, command)
@@ -243,14 +241,6 @@ def write_readme(out: Path, report: dict, command: str) -> None:
             ]
         lines += ["", "GRPO steps: `grpo_steps.csv`, `grpo_reward.png`, `grpo_selection.png`; all logs: `summary.json`.", ""]
     (out / "README.md").write_text("\n".join(lines))
-
-
-def _full_split(actions: np.ndarray, t, rows: np.ndarray) -> np.ndarray:
-    """Actions for the whole test split (RoutingEnv.evaluate scores a split): the routed rows
-    first (they are the split's first rows), the rest marked invalid and ignored above."""
-    full = np.full(len(t.split_rows("test")), -1)
-    full[: len(rows)] = actions
-    return full
 
 
 if __name__ == "__main__":

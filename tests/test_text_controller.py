@@ -57,7 +57,8 @@ def held_out(pool):
 
 @pytest.fixture(scope="module")
 def sft_choice(ctx):
-    agent = make_agent("sft", **FAST, sft_max_steps=10, sft_max_train_queries=20)
+    # float32 routing: test_sft_choice_format checks the letter against greedy decoding.
+    agent = make_agent("sft", **FAST, sft_max_steps=10, sft_max_train_queries=20, eval_dtype="float32")
     return agent, agent.fit(ctx)
 
 

@@ -389,3 +389,34 @@ def sampled_targets(
     cumulative = probs.cumsum(axis=1)
     draws = rng.random((len(probs), 1))
     return np.minimum((cumulative < draws).sum(axis=1), probs.shape[1] - 1)
+
+
+def predicted_targets(
+    tournament: Tournament,
+    reward: Reward | dict[str, float] | None,
+    texts: list[str],
+    rows: np.ndarray | None = None,
+    alpha: float = 3.0,
+) -> np.ndarray:
+    """Per query, the route with the highest *predicted* reward: a ridge regression of every
+    model's reward on TF-IDF features of ``texts`` (unigrams and bigrams, one text per row of
+    ``rows``), fitted on those rows and read back on them.
+
+    ``oracle_targets`` labels each query with the best route of one noisy draw: where a small
+    model happened to be right it is the target, although on questions that read alike the
+    small model is mostly wrong. The regression averages those draws over questions whose texts
+    share words, so the target is the route that is best *in expectation for questions like
+    this one*, which is what a router that reads the text can learn. ``alpha`` is the ridge
+    penalty (larger: smoother over texts).
+    """
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import Ridge
+
+    if not alpha > 0:
+        raise ValueError(f"alpha must be > 0, got {alpha}")
+    reward = reward if isinstance(reward, Reward) else Reward("gated_rank", dict(reward or {}))
+    matrix = reward.matrix(tournament, rows)
+    if len(texts) != len(matrix):
+        raise ValueError(f"predicted_targets: {len(texts)} texts for {len(matrix)} rows")
+    features = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), min_df=2).fit_transform(texts)
+    return Ridge(alpha=alpha).fit(features, matrix).predict(features).argmax(axis=1)
