@@ -225,7 +225,9 @@ def rationale_sentence(
     fully = correct >= 1.0
     if fully[target] and energy_j[target] <= energy_j[fully].min():
         return f"{name} answered correctly with the fewest joules."
-    return f"{name} had the best energy-weighted reward, {correct[target]:.0%} correct at {energy_j[target]:.0f} J."
+    # Any other target (a fractional pass rate, or a predicted-best route that this draw got
+    # wrong or paid more for): its logged pass rate and joules, no claim of being best.
+    return f"{name} was {correct[target]:.0%} correct at {energy_j[target]:.0f} J."
 
 
 def target_completion(

@@ -133,7 +133,7 @@ def test_rationale_states_only_logged_facts():
     assert rationale_sentence(LEGEND, 2, np.zeros(4), energy) == "no model answered correctly."
     # A fractional target: its logged pass rate and joules, nothing else.
     s = rationale_sentence(LEGEND, 2, np.array([0.0, 0.0, 0.75, 0.0]), energy)
-    assert s == "deepseek-r1-distill-32b had the best energy-weighted reward, 75% correct at 300 J."
+    assert s == "deepseek-r1-distill-32b was 75% correct at 300 J."
     # A correct target that is not the cheapest correct one never gets the "fewest joules" claim.
     s = rationale_sentence(LEGEND, 2, np.array([0.0, 1.0, 1.0, 0.0]), energy)
     assert "fewest" not in s and "100% correct at 300 J" in s
