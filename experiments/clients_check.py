@@ -1,4 +1,4 @@
-"""Do RL libraries run routing-gym by env id, unmodified? (issue 27)
+"""Do RL libraries run routing-gym by env id, unmodified?
 
 Three checks, each printing a markdown table and writing it under ``--out``
 (default ``experiments/results/clients/``):

@@ -150,7 +150,7 @@ def _split_subjects(by_cluster: dict[str, dict[str, int]]) -> list[str]:
 
 
 def summarise() -> None:
-    lines = ["# Routers at the literature's strength (issue 32)", "",
+    lines = ["# Routers at the literature's strength", "",
              "Written by `experiments/routers_study.py` (every part: `python experiments/routers_study.py --seeds N`; this "
              "page alone: `--parts summary`); each section names its own command and files. Content gain: accuracy minus the "
              "task-aware hull (per-benchmark routes chosen on train, the fixed models, their mixes) at the method's mean "
