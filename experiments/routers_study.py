@@ -76,7 +76,7 @@ def run_compare(name: str, seeds: int) -> None:
         if path.is_file():
             shutil.copy2(path, out / path.name)
     command = " ".join(["routing-gym", "compare", "--tournament", name, "--seeds", str(seeds)]
-                       + ([f"--agent-kwargs '{argv[-1]}'"] if features != "e5" else []))
+                       + ([f"--agent-kwargs '{argv[-1]}'"] if features == "e5" else []))
     (out / "run.json").write_text(json.dumps({
         "command": command, "exit_status": os.waitstatus_to_exitcode(status), "wall_s": round(wall, 1),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
