@@ -1,4 +1,4 @@
-"""Do RL libraries run routing-gym by env id, unmodified? (issue 27)
+"""Do RL libraries run routing-gym by env id, unmodified?
 
 Three checks, each printing a markdown table and writing it under ``--out``
 (default ``experiments/results/clients/``):
@@ -144,6 +144,7 @@ def build_venv(client: Client, root: Path, fresh: bool) -> tuple[Path | None, st
         return python, ""
     if venv.exists():
         subprocess.run(["rm", "-rf", str(venv)], check=True)
+    root.mkdir(parents=True, exist_ok=True)  # morl_check calls this without making the root first
     commands = [["python3", "-m", "venv", str(venv)],
                 [str(python), "-m", "pip", "install", TORCH, *client.install, "-e", str(REPO)]]
     if client.extra_no_deps:

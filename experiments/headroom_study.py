@@ -107,7 +107,7 @@ def summary(costs: dict[str, dict[str, Any]]) -> str:
               if (OUT / f"{n}-text-forced" / "headroom.json").exists()}
     rungs = ("fixed_model_hull", "task_aware_hull", "content_router", "shared_difficulty", "oracle")
     lines = ["# Headroom: why no router reads the question", "",
-             f"Written by `{COMMAND}` (issue 33; the runs of its `PLAN`, each listed under Cost); each folder holds `headroom.json`, `table.md` and "
+             f"Written by `{COMMAND}` (the runs of its `PLAN`, each listed under Cost); each folder holds `headroom.json`, `table.md` and "
              "`headroom.png` from `routing-gym headroom <tournament>` (the exact command below). Nothing here is typed by "
              "hand: every number comes from those files.", "",
              "## The ladder: content gain over the task-aware hull at matched joules (pp, 95 % paired bootstrap CI)", "",
@@ -145,12 +145,12 @@ def summary(costs: dict[str, dict[str, Any]]) -> str:
     generators = {n: r["generator"]["specialization_signal"] for n, r in results.items() if r.get("generator")}
     lines += ["", *[f"{n} is procedural: the generator's specialization_signal is {s:g} (topics named in the text decide "
                     "which model is right)." for n, s in generators.items()], ""]
-    lines += ["## Checks against the issue's figures", ""]
+    lines += ["## Checks against the figures measured outside the suite", ""]
     for name, issue in ISSUE_SHARED_DIFFICULTY_PP.items():
         if name in results:
             got = results[name]["rungs"]["shared_difficulty"]["content_gain_pp"]
             ok = abs(got - issue) <= SHARED_TOLERANCE_PP
-            lines.append(f"- {name}: shared-difficulty ceiling {got:+.1f} pp vs the issue's {issue:+.1f} "
+            lines.append(f"- {name}: shared-difficulty ceiling {got:+.1f} pp vs {issue:+.1f} measured outside the suite "
                          f"(within {SHARED_TOLERANCE_PP} pp: {'yes' if ok else 'NO'})")
     for name, r in results.items():
         limit = PAIRWISE_REAL_MAX if name in REAL else PAIRWISE_CONTROL_MIN
@@ -172,7 +172,7 @@ def summary(costs: dict[str, dict[str, Any]]) -> str:
         gbdt = c["gbdt_features"] if "gbdt" in c["command"].split("--routers ")[1].split()[0].split(",") else "not run"
         lines.append(f"| {name} | {c['exit_status']} | {c['wall_s']:.0f} | {c['cpu_s']:.0f} | {c['peak_rss_mb']:.0f} | "
                      f"{gbdt} | `{c['command']}` |")
-    lines += ["", f"The issue's target: <= {CPU_LIMIT_S:.0f} s per real tournament on one core (CPU time; wall time "
+    lines += ["", f"The target: <= {CPU_LIMIT_S:.0f} s per real tournament on one core (CPU time; wall time "
               "depends on the machine's load: these runs shared two cores with other jobs). gbdt ran on TF-IDF + SVD "
               "where e5 embeddings were not cached yet, and was left out where noted (its wall time on the loaded machine).",
               "", "## Does a router read the question?", ""]

@@ -76,7 +76,7 @@ def run_compare(name: str, seeds: int) -> None:
         if path.is_file():
             shutil.copy2(path, out / path.name)
     command = " ".join(["routing-gym", "compare", "--tournament", name, "--seeds", str(seeds)]
-                       + ([f"--agent-kwargs '{argv[-1]}'"] if features != "e5" else []))
+                       + ([f"--agent-kwargs '{argv[-1]}'"] if features == "e5" else []))
     (out / "run.json").write_text(json.dumps({
         "command": command, "exit_status": os.waitstatus_to_exitcode(status), "wall_s": round(wall, 1),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
@@ -150,7 +150,7 @@ def _split_subjects(by_cluster: dict[str, dict[str, int]]) -> list[str]:
 
 
 def summarise() -> None:
-    lines = ["# Routers at the literature's strength (issue 32)", "",
+    lines = ["# Routers at the literature's strength", "",
              "Written by `experiments/routers_study.py` (every part: `python experiments/routers_study.py --seeds N`; this "
              "page alone: `--parts summary`); each section names its own command and files. Content gain: accuracy minus the "
              "task-aware hull (per-benchmark routes chosen on train, the fixed models, their mixes) at the method's mean "

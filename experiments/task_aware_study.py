@@ -1,4 +1,4 @@
-"""Issue 23's committed results: does a router read the question, or only its benchmark?
+"""Committed results: does a router read the question, or only its benchmark?
 
 For paper-pool, specialist-pool, zeroeval-math and llmrouter: ``routing-gym compare`` (the
 default agents, ``per-benchmark`` among them, 5 seeds) into ``task_aware/<tournament>/compare``
@@ -88,7 +88,7 @@ def verdict(row: dict[str, Any]) -> str:
 
 
 def summarise(names: list[str]) -> None:
-    lines = ["# Routing gain and content gain (issue 23)", "",
+    lines = ["# Routing gain and content gain", "",
              "Routing gain: accuracy - fixed-model hull at the method's mean joules; content gain: accuracy - task-aware "
              "hull (per-benchmark routes chosen on train, with the fixed models, and their mixes). pp, paired 95 % "
              "bootstrap intervals over test queries. Written by `experiments/task_aware_study.py`.", ""]
