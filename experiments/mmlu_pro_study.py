@@ -1,4 +1,4 @@
-"""The MMLU-Pro study (issue 24), rerunnable: data, accuracy vs the published extraction, energy
+"""The MMLU-Pro study, rerunnable: data, accuracy vs the published extraction, energy
 spread and power, calibration, and ``compare`` / ``frontier`` on the tournament.
 
     OMP_NUM_THREADS=1 python experiments/mmlu_pro_study.py --data-dir ../shared/data \\
