@@ -57,8 +57,11 @@ def held_out(pool):
 
 @pytest.fixture(scope="module")
 def sft_choice(ctx):
-    # float32 routing: test_sft_choice_format checks the letter against greedy decoding.
-    agent = make_agent("sft", **FAST, sft_max_steps=10, sft_max_train_queries=20, eval_dtype="float32")
+    # float32 routing: test_sft_choice_format checks the letter against greedy decoding. Oracle
+    # targets: a ridge fitted on 20 rows predicts nearly one route for all of them, and GRPO from
+    # a one-letter policy (test_grpo_from_the_sft_checkpoint_...) samples groups with no spread.
+    agent = make_agent("sft", **FAST, sft_max_steps=10, sft_max_train_queries=20, eval_dtype="float32",
+                       sft_targets="oracle")
     return agent, agent.fit(ctx)
 
 
