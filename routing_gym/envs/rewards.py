@@ -224,6 +224,12 @@ class Reward:
                     "(command line: --allow-ungated; sweep config: allow_ungated: true)"
                 )
 
+    @classmethod
+    def of(cls, spec: Reward | Mapping[str, float] | None) -> Reward:
+        """``spec`` itself if it is a ``Reward``, else ``gated_rank`` with those coefficients
+        (none: all zero)."""
+        return spec if isinstance(spec, Reward) else cls("gated_rank", dict(spec or {}))
+
     @property
     def entry(self) -> RewardEntry:
         return get_reward(self.name)
@@ -341,7 +347,7 @@ def oracle_targets(
     """
     if tie_break not in TIE_BREAKS:
         raise UnknownNameError("tie_break", tie_break, list(TIE_BREAKS))
-    reward = reward if isinstance(reward, Reward) else Reward("gated_rank", dict(reward or {}))
+    reward = Reward.of(reward)
     matrix = reward.matrix(tournament, rows)
     outcomes = tournament.outcomes(rows)
     n, k = matrix.shape
@@ -384,7 +390,7 @@ def sampled_targets(
 
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    reward = reward if isinstance(reward, Reward) else Reward("gated_rank", dict(reward or {}))
+    reward = Reward.of(reward)
     probs = softmax(reward.matrix(tournament, rows) / temperature, axis=1)
     cumulative = probs.cumsum(axis=1)
     draws = rng.random((len(probs), 1))
@@ -414,7 +420,7 @@ def predicted_targets(
 
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0, got {alpha}")
-    reward = reward if isinstance(reward, Reward) else Reward("gated_rank", dict(reward or {}))
+    reward = Reward.of(reward)
     matrix = reward.matrix(tournament, rows)
     if len(texts) != len(matrix):
         raise ValueError(f"predicted_targets: {len(texts)} texts for {len(matrix)} rows")

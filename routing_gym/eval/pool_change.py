@@ -95,7 +95,7 @@ def pool_change_regret(
     from routing_gym.envs.rewards import Reward
     from routing_gym_agents import FitContext, make_agent  # lazily: agents import routing_gym, not the reverse
 
-    reward = reward if isinstance(reward, Reward) else Reward("gated_rank", dict(reward or {}))
+    reward = Reward.of(reward)
     parsed = [PoolEvent.parse(e) for e in events]
 
     def pool_env(**overrides: Any) -> ChangingPoolEnv:
