@@ -7,7 +7,7 @@ Agents take it whole (``config=``) or as flat keyword overrides (``sft_max_steps
 
 The defaults are sized for the offline CPU run (SmolLM2-135M-Instruct on 2 cores): a compact
 prompt (no legend, the question's opening), SFT for a stated step budget over the whole
-training split, GRPO for 40 steps of 4 prompts x 4 samples, routing from one forward pass
+training split, GRPO for 30 steps of 4 prompts x 4 samples, routing from one forward pass
 (``experiments/profile_text_controller.py`` measures where a step's time goes). For the
 paper's setting on a GPU use ``preset="paper"`` (``PRESETS``) with ``model=<local directory>``.
 """
@@ -114,7 +114,11 @@ class GRPOSettings:
     # gated_rank with the paper's lambda_e = 0.4); False trains on gated_rank(energy_coef).
     reward_from_context: bool = True
     energy_coef: float = 0.4  # lambda_e of gated_rank when reward_from_context is False
-    max_steps: int = 40
+    # The step budget: a step (16 sampled routes, their forward and backward) costs ~13 CPU s
+    # on 2 cores, and compare fits each of grpo and kl-grpo twice (the audit), so 40 steps
+    # put compare's specialist-pool run at 60 CPU minutes; 30 bring it under
+    # (experiments/results/text_controller/compare-specialist-pool).
+    max_steps: int = 30
     num_generations: int = 4  # group size: completions sampled per prompt
     prompts_per_step: int = 4  # prompts per optimizer step (x num_generations completions)
     learning_rate: float = 5e-4
