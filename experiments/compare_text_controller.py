@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -77,12 +78,23 @@ def _mix(mix: dict[str, float]) -> str:
     return ", ".join(f"{m} {s:.2f}" for m, s in top)
 
 
-def readme_about(timing: dict[str, float], probe: list[dict[str, Any]], table: str) -> str:
+def machine() -> dict[str, Any]:
+    """The CPU the run's time belongs to: its model and whether routing could use bf16 units
+    (``eval.dtype="auto"``), which made routing ~5x cheaper where it could."""
+    from routing_gym_agents.controller_model import cpu_has_bf16_matmul
+
+    cpuinfo = Path("/proc/cpuinfo")
+    names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.M) if cpuinfo.exists() else []
+    return {"cpu": names[0].strip() if names else platform.processor() or "unknown", "cpus": os.cpu_count(),
+            "bf16_matmul": cpu_has_bf16_matmul()}
+
+
+def readme_about(timing: dict[str, Any], probe: list[dict[str, Any]], table: str) -> str:
     """The README's text after its title and command: the run's cost, the probe, compare's table."""
     lines = [
         f"Whole run: {timing['wall_s']:.0f} s wall, {timing['cpu_s']:.0f} s CPU (user + system, every process), peak "
-        f"memory {timing['peak_rss_gb']} GB (largest process), on a 2-core machine (`run.json`: the compare command "
-        "it ran; wall time depends on the machine's load).",
+        f"memory {timing['peak_rss_gb']} GB (largest process), on {_machine_words(timing)} (`run.json`: the "
+        "compare command it ran; wall time depends on the machine's load).",
         "",
         "## Training probe: after SFT -> after GRPO",
         "",
@@ -105,6 +117,13 @@ def readme_about(timing: dict[str, float], probe: list[dict[str, Any]], table: s
         lines.append("| (no GRPO agent in the run) | | | | | | | | |")
     lines += ["", "## compare's table (`table.md`)", "", table.strip(), ""]
     return "\n".join(lines)
+
+
+def _machine_words(timing: dict[str, Any]) -> str:
+    if "cpu" not in timing:  # run.json of a run before the machine was recorded
+        return "a 2-core machine"
+    units = "bf16 matrix units: routing in bfloat16" if timing["bf16_matmul"] else "no bf16 matrix units: float32"
+    return f"{timing['cpus']} cores of {timing['cpu']} ({units})"
 
 
 def write_readmes(out: Path, tournament: str, argv: list[str]) -> None:
@@ -162,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             cut = re.sub(re.escape(scratch) + r"/?", "", text).replace(str(Path.home()), "~")
             if cut != text:
                 path.write_text(cut)
-    (out / "run.json").write_text(json.dumps({"command": shown, **timing}, indent=2) + "\n")
+    (out / "run.json").write_text(json.dumps({"command": shown, **timing, **machine()}, indent=2) + "\n")
     write_readmes(out, args.tournament, shown_argv)
     print(f"wrote {out} ({timing})")
     return 0
