@@ -122,8 +122,8 @@ def readme_about(timing: dict[str, Any], probe: list[dict[str, Any]], table: str
 def _machine_words(timing: dict[str, Any]) -> str:
     if "cpu" not in timing:  # run.json of a run before the machine was recorded
         return "a 2-core machine"
-    units = "bf16 matrix units: routing in bfloat16" if timing["bf16_matmul"] else "no bf16 matrix units: float32"
-    return f"{timing['cpus']} cores of {timing['cpu']} ({units})"
+    units = ("bf16 matrix units", "bfloat16") if timing["bf16_matmul"] else ("no bf16 matrix units", "float32")
+    return f"{timing['cpus']} cores of {timing['cpu']} ({units[0]}: routing in {units[1]})"
 
 
 def write_readmes(out: Path, tournament: str, argv: list[str]) -> None:
