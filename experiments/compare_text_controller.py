@@ -2,7 +2,11 @@
 controller configuration beside knn and per-benchmark routing, timed, with the controller's
 training probe (expected reward and greedy selection mix, after SFT -> after GRPO).
 
-    OMP_NUM_THREADS=1 .venv/bin/python experiments/compare_text_controller.py --tournament specialist-pool
+    .venv/bin/python experiments/compare_text_controller.py --tournament specialist-pool
+
+(torch uses every core unless ``OMP_NUM_THREADS`` says otherwise: on an otherwise idle machine
+that is right here, since compare's driver and its audit process take turns and never run at
+once; on a busy one set ``OMP_NUM_THREADS=1``. ``run.json`` records the thread count.)
 
 runs ``routing-gym compare --tournament specialist-pool --agents grpo,kl-grpo,sft,knn,per-benchmark
 --seeds 1`` (every option after ``--`` goes to compare as well) under ``/usr/bin/time -v`` (CPU
@@ -30,8 +34,8 @@ from typing import Any
 from results_readme import write_index, write_readme
 
 RESULTS = Path(__file__).resolve().parent / "results" / "text_controller"
-INDEX_ABOUT = """One folder per script run on the 2-core development machine, one torch thread per process, the
-default `ControllerConfig` unless the command says otherwise: `compare-<tournament>/` by
+INDEX_ABOUT = """One folder per script run on the 2-core development machine (each README names its CPU and torch
+threads), the default `ControllerConfig` unless the command says otherwise: `compare-<tournament>/` by
 `experiments/compare_text_controller.py` (compare with the controllers, knn and per-benchmark,
 timed, with the training probe), `profile/` by `experiments/profile_text_controller.py` (where a
 training step's time goes). Energy of `zeroeval-math` and `llmrouter` is derived from ML.ENERGY
@@ -79,14 +83,17 @@ def _mix(mix: dict[str, float]) -> str:
 
 
 def machine() -> dict[str, Any]:
-    """The CPU the run's time belongs to: its model and whether routing could use bf16 units
-    (``eval.dtype="auto"``), which made routing ~5x cheaper where it could."""
+    """The CPU the run's time belongs to: its model, whether routing could use bf16 units
+    (``eval.dtype="auto"``), which made routing ~5x cheaper where it could, and the torch threads
+    of each process (the environment the compare subprocess inherits)."""
+    import torch
+
     from routing_gym_agents.controller_model import cpu_has_bf16_matmul
 
     cpuinfo = Path("/proc/cpuinfo")
     names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.M) if cpuinfo.exists() else []
     return {"cpu": names[0].strip() if names else platform.processor() or "unknown", "cpus": os.cpu_count(),
-            "bf16_matmul": cpu_has_bf16_matmul()}
+            "bf16_matmul": cpu_has_bf16_matmul(), "torch_threads": torch.get_num_threads()}
 
 
 def readme_about(timing: dict[str, Any], probe: list[dict[str, Any]], table: str) -> str:
@@ -123,7 +130,9 @@ def _machine_words(timing: dict[str, Any]) -> str:
     if "cpu" not in timing:  # run.json of a run before the machine was recorded
         return "a 2-core machine"
     units = ("bf16 matrix units", "bfloat16") if timing["bf16_matmul"] else ("no bf16 matrix units", "float32")
-    return f"{timing['cpus']} cores of {timing['cpu']} ({units[0]}: routing in {units[1]})"
+    threads = timing.get("torch_threads", 1)  # runs before it was recorded set OMP_NUM_THREADS=1
+    return (f"{timing['cpus']} cores of {timing['cpu']} ({units[0]}: routing in {units[1]}), "
+            f"{threads} torch thread{'s' if threads > 1 else ''} per process")
 
 
 def write_readmes(out: Path, tournament: str, argv: list[str]) -> None:
