@@ -4,9 +4,9 @@ training probe (expected reward and greedy selection mix, after SFT -> after GRP
 
     .venv/bin/python experiments/compare_text_controller.py --tournament specialist-pool
 
-(torch uses every core unless ``OMP_NUM_THREADS`` says otherwise: on an otherwise idle machine
-that is right here, since compare's driver and its audit process take turns and never run at
-once; on a busy one set ``OMP_NUM_THREADS=1``. ``run.json`` records the thread count.)
+(``--threads``: torch threads per process, by default ``OMP_NUM_THREADS`` or else every core.
+On an otherwise idle machine every core is right, since compare's driver and its audit process
+take turns and never run at once; on a busy one pass ``--threads 1``. ``run.json`` records it.)
 
 runs ``routing-gym compare --tournament specialist-pool --agents grpo,kl-grpo,sft,knn,per-benchmark
 --seeds 1`` (every option after ``--`` goes to compare as well) under ``/usr/bin/time -v`` (CPU
@@ -83,17 +83,14 @@ def _mix(mix: dict[str, float]) -> str:
 
 
 def machine() -> dict[str, Any]:
-    """The CPU the run's time belongs to: its model, whether routing could use bf16 units
-    (``eval.dtype="auto"``), which made routing ~5x cheaper where it could, and the torch threads
-    of each process (the environment the compare subprocess inherits)."""
-    import torch
-
+    """The CPU the run's time belongs to: its model and whether routing could use bf16 units
+    (``eval.dtype="auto"``), which made routing ~5x cheaper where it could."""
     from routing_gym_agents.controller_model import cpu_has_bf16_matmul
 
     cpuinfo = Path("/proc/cpuinfo")
     names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.M) if cpuinfo.exists() else []
     return {"cpu": names[0].strip() if names else platform.processor() or "unknown", "cpus": os.cpu_count(),
-            "bf16_matmul": cpu_has_bf16_matmul(), "torch_threads": torch.get_num_threads()}
+            "bf16_matmul": cpu_has_bf16_matmul()}
 
 
 def readme_about(timing: dict[str, Any], probe: list[dict[str, Any]], table: str) -> str:
@@ -153,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--readme-only", action="store_true", help="rewrite the READMEs from the folder's files")
     parser.add_argument("--agent-kwargs", default="{}", help="compare's --agent-kwargs (each controller also gets its report_dir)")
+    parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1),
+                        help="torch threads per process (default: OMP_NUM_THREADS, else every core)")
     args, extra = parser.parse_known_args(argv)
     extra = [x for x in extra if x != "--"]
     given_kwargs = json.loads(args.agent_kwargs)
@@ -172,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                  "--seeds", str(args.seeds), *extra, *(["--agent-kwargs", args.agent_kwargs] if given_kwargs else [])]
         cli = [str(Path(sys.executable).with_name("routing-gym")), *shown[1:], "--out", str(run_dir),
                "--agent-kwargs", json.dumps(kwargs)]
-        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
         done = subprocess.run(["/usr/bin/time", "-v", *cli], env=env, stderr=subprocess.PIPE, text=True)
         sys.stderr.write(done.stderr[-4000:])
         if done.returncode != 0:
@@ -190,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             cut = re.sub(re.escape(scratch) + r"/?", "", text).replace(str(Path.home()), "~")
             if cut != text:
                 path.write_text(cut)
-    (out / "run.json").write_text(json.dumps({"command": shown, **timing, **machine()}, indent=2) + "\n")
+    run = {"command": shown, **timing, **machine(), "torch_threads": args.threads}
+    (out / "run.json").write_text(json.dumps(run, indent=2) + "\n")
     write_readmes(out, args.tournament, shown_argv)
     print(f"wrote {out} ({timing})")
     return 0
