@@ -80,7 +80,6 @@ def generate_greedy(
     if energy is not None:
         overhead["energy_j"] = np.zeros(n)
     pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
-    out_text: list[str] = []
     model.eval()
 
     prefix, shared_cache = [], None
@@ -94,8 +93,10 @@ def generate_greedy(
             joules = energy.stop().gross_j
             overhead["energy_j"] += (joules if joules is not None else math.nan) / n
     p = len(prefix)
-    for start in tqdm(range(0, n, batch_size), desc="controller decode", disable=not progress, leave=False):
-        suffixes = [x[p:] for x in ids[start : start + batch_size]]
+    out_text: list[str] = [""] * n
+    batches = _length_sorted_batches([len(x) for x in ids], batch_size)
+    for batch in tqdm(batches, desc="controller decode", disable=not progress, leave=False):
+        suffixes = [ids[i][p:] for i in batch]
         width = max(len(x) for x in suffixes)
         # Left padding sits between the shared prefix and each question; the attention mask
         # hides it and position ids count only real tokens, as without the cache.
@@ -121,14 +122,14 @@ def generate_greedy(
         seconds = time.perf_counter() - tic
         joules = energy.stop().gross_j if energy is not None else None
         generated = out[:, input_ids.shape[1] :]
-        sl = slice(start, start + len(suffixes))
-        overhead["prompt_tokens"][sl] = [p + len(x) for x in suffixes]
-        overhead["prefill_tokens"][sl] = [len(x) for x in suffixes]
-        overhead["generated_tokens"][sl] = _lengths_until_eos(generated.cpu().numpy(), eos)
-        overhead["decode_s"][sl] += seconds / len(suffixes)
+        overhead["prompt_tokens"][batch] = [p + len(x) for x in suffixes]
+        overhead["prefill_tokens"][batch] = [len(x) for x in suffixes]
+        overhead["generated_tokens"][batch] = _lengths_until_eos(generated.cpu().numpy(), eos)
+        overhead["decode_s"][batch] += seconds / len(suffixes)
         if energy is not None:
-            overhead["energy_j"][sl] += (joules if joules is not None else math.nan) / len(suffixes)
-        out_text.extend(tokenizer.batch_decode(generated, skip_special_tokens=True))
+            overhead["energy_j"][batch] += (joules if joules is not None else math.nan) / len(suffixes)
+        for i, text in zip(batch, tokenizer.batch_decode(generated, skip_special_tokens=True)):
+            out_text[i] = text
     if energy is not None:
         energy.close()
     return out_text, overhead
@@ -163,6 +164,13 @@ def _repeat_cache(cache: Any, rows: int) -> Any:
     batch = copy.deepcopy(cache)
     batch.batch_repeat_interleave(rows)
     return batch
+
+
+def _length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
+    """Query indices in batches of similar length (shortest first): a batch pads to its longest
+    row, so on specialist-pool's test split sorting cuts the computed tokens by a fifth."""
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
 def _lengths_until_eos(ids: np.ndarray, eos: int) -> np.ndarray:
@@ -205,11 +213,11 @@ def choice_probabilities(
     p, pad, device = len(shared), tokenizer.pad_token_id, model.device
     out = np.zeros((len(ids), len(letters)))
     keep = len(choice) + 1  # the positions predicting "Choice:" and the letter
-    for start in range(0, len(ids), batch_size):
+    for batch in _length_sorted_batches([len(x) for x in ids], batch_size):
         # Each row: its own prompt tokens (at least one), then "Choice:"; left padding between
         # the cached prefix and the row (masked, positions counting real tokens only) makes every
         # row end at the same position, so only the last ``keep`` positions are scored.
-        rows = [x[p:] + choice for x in ids[start : start + batch_size]]
+        rows = [ids[i][p:] + choice for i in batch]
         width = max(len(x) for x in rows)
         input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in rows], device=device)
         mask = torch.tensor([[1] * p + [0] * (width - len(x)) + [1] * len(x) for x in rows], device=device)
@@ -228,7 +236,7 @@ def choice_probabilities(
             logp = torch.log_softmax(logits.float(), dim=-1)
         # kept position j predicts the token after it: choice[j] for j < len(choice), then the letter
         choice_logp = sum(logp[:, j, token] for j, token in enumerate(choice))
-        out[start : start + len(rows)] = torch.exp(choice_logp[:, None] + logp[:, -1, letters]).cpu().numpy()
+        out[batch] = torch.exp(choice_logp[:, None] + logp[:, -1, letters]).cpu().numpy()
     return out
 
 
