@@ -194,6 +194,12 @@ class ControllerConfig:
     # vocabulary columns: ~0.27 GB each at 2088 tokens, ~0.03 GB at 256. Tokens are scored
     # independently, so the tile height leaves the results as they are. None keeps TRL's.
     lm_head_token_chunk: int | None = 256
+    # Score only the positions with a label (the completion's tokens) in TRL's fused LM head, as
+    # TRL already does on CUDA; off CUDA it scores every position (one tile shape for compilers
+    # like Neuron's), though on CPU its tiles run eagerly in torch. A specialist-pool prompt is
+    # ~80 tokens and its completion ~5, so the LM head did ~16x the needed work: its backward
+    # alone was a third of an SFT step. Positions are scored independently: same numbers.
+    lm_head_labelled_only: bool = True
 
     def __post_init__(self) -> None:
         self.validate()

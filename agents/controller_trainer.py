@@ -159,6 +159,26 @@ def lm_head_token_chunk(tokens: int | None) -> Iterator[None]:
             m.TOKEN_CHUNK_SIZE = value
 
 
+@contextmanager
+def lm_head_labelled_only(on: bool) -> Iterator[None]:
+    """TRL's fused LM head scores only the labelled positions while training (its CUDA path,
+    chosen by ``trl.trainer.utils._use_triton``, which then picks nothing else; the kernels read
+    their own); ``on=False`` leaves TRL's choice."""
+    if not on:
+        yield
+        return
+    from trl.trainer import utils
+
+    if not hasattr(utils, "_use_triton"):
+        raise ValueError("this TRL has no trl.trainer.utils._use_triton: pass lm_head_labelled_only=False")
+    saved = utils._use_triton
+    utils._use_triton = lambda device: True
+    try:
+        yield
+    finally:
+        utils._use_triton = saved
+
+
 def _common_args(config: ControllerConfig, output_dir: Path, seed: int, progress: bool, device: str) -> dict[str, Any]:
     """TrainingArguments shared by SFT and GRPO, with the CPU pitfalls handled."""
     bf16 = config.model.dtype == "bfloat16" and device != "cpu"
@@ -197,7 +217,11 @@ def _merge_lora(model: Any) -> Any:
 def _train(trainer: Any, config: ControllerConfig, progress: bool) -> tuple[Any, list[dict[str, Any]]]:
     """Run a TRL trainer; returns its (LoRA-merged, eval-mode) model and log history."""
     _quiet(trainer, progress)
-    with checkpointed_layers(trainer.model, config), lm_head_token_chunk(config.lm_head_token_chunk):
+    with (
+        checkpointed_layers(trainer.model, config),
+        lm_head_token_chunk(config.lm_head_token_chunk),
+        lm_head_labelled_only(config.lm_head_labelled_only),
+    ):
         trainer.train()
     model = _merge_lora(trainer.model)
     # TRL's fused LM head (trl.trainer.utils.add_fused_lm_head) sets model.forward to a closure

@@ -29,6 +29,7 @@ from routing_gym_agents.controller_config import ControllerConfig  # noqa: E402
 from routing_gym_agents.controller_trainer import (  # noqa: E402
     RoutingReward,
     checkpointed_layers,
+    lm_head_labelled_only,
     lm_head_token_chunk,
     lora_config,
 )
@@ -218,6 +219,45 @@ def test_smaller_lm_head_tiles_keep_log_probs_and_gradients():
         assert torch.equal(a, b)
     with pytest.raises(ValueError, match="lm_head_token_chunk"):
         ControllerConfig.from_kwargs(lm_head_token_chunk=0)
+
+
+def test_lm_head_on_labelled_positions_only_keeps_log_probs_and_gradients(monkeypatch):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from trl.trainer import utils as trl_utils
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(
+        LlamaConfig(vocab_size=500, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=4)
+    )
+    trl_utils.add_fused_lm_head(model)
+    input_ids = torch.randint(0, 500, (3, 40))
+    labels = input_ids.clone()
+    labels[:, :-4] = -100  # a completion of 4 tokens after a 36-token prompt, as in SFT
+    scored_rows: list[int] = []
+    apply = trl_utils._ChunkedLogProbFunction.apply
+
+    def spy(hidden, *args):
+        scored_rows.append(hidden.shape[0])
+        return apply(hidden, *args)
+
+    monkeypatch.setattr(trl_utils._ChunkedLogProbFunction, "apply", spy)
+
+    def log_probs_and_grads():
+        model.zero_grad()
+        out = model(input_ids=input_ids, labels=labels, fused_lm_head=True)
+        out.loss.backward()
+        return out.log_probs.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    every_position = log_probs_and_grads()
+    with lm_head_labelled_only(True):
+        labelled = log_probs_and_grads()
+    assert scored_rows == [3 * 39, 3 * 4]  # every shifted position, then the labelled ones
+    assert trl_utils._use_triton(torch.device("cpu")) is False  # TRL's choice, restored
+    assert torch.allclose(every_position[0], labelled[0], atol=1e-6)
+    assert len(every_position[1]) == len(labelled[1]) > 0
+    for a, b in zip(every_position[1], labelled[1]):
+        assert torch.allclose(a, b, atol=1e-6)
 
 
 def test_checkpoint_of_another_pool_is_refused(sft_checkpoint, toy):
