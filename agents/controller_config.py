@@ -118,7 +118,9 @@ class GRPOSettings:
     # an AMX machine, ~22 on an AVX2-only one, and compare fits grpo and kl-grpo twice (the
     # audit). At 40 steps compare's specialist-pool run took 60 CPU minutes on the AMX machine;
     # at 30 the controllers' content gain and top-1 share stayed where they were
-    # (experiments/results/text_controller/compare-specialist-pool).
+    # (experiments/results/text_controller/compare-specialist-pool). Since the LM head scores
+    # only labelled positions (lm_head_labelled_only) a grpo step there takes ~8 s wall on 2
+    # AVX2 cores, and that whole compare run 2,728 s.
     max_steps: int = 30
     num_generations: int = 4  # group size: completions sampled per prompt
     prompts_per_step: int = 4  # prompts per optimizer step (x num_generations completions)
