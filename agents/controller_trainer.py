@@ -161,9 +161,9 @@ def lm_head_token_chunk(tokens: int | None) -> Iterator[None]:
 
 @contextmanager
 def lm_head_labelled_only(on: bool) -> Iterator[None]:
-    """TRL's fused LM head scores only the labelled positions while training (its CUDA path,
-    chosen by ``trl.trainer.utils._use_triton``, which then picks nothing else; the kernels read
-    their own); ``on=False`` leaves TRL's choice."""
+    """TRL's fused LM head scores only the labelled positions while training, as it does on
+    CUDA. In ``trl.trainer.utils`` the name ``_use_triton`` decides only that; the kernels keep
+    their own copy, so on CPU they still run as torch tiles. ``on=False`` leaves TRL's choice."""
     if not on:
         yield
         return
