@@ -359,7 +359,11 @@ def test_ctrl_c_in_collect_run_is_one_friendly_line(tmp_path):
         config.write_text(json.dumps(make_config(tmp_path, server.url)))
         out = tmp_path / "run"
         env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-        proc = subprocess.Popen([sys.executable, "-m", "routing_gym", "collect", "run", str(config), "--out", str(out),
+        # A shell starts background jobs with SIGINT ignored, and Python then installs no
+        # KeyboardInterrupt handler: the child restores it, as a command typed at a terminal has it.
+        as_at_a_terminal = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                            "sys.argv[0] = 'routing-gym'; runpy.run_module('routing_gym', run_name='__main__')")
+        proc = subprocess.Popen([sys.executable, "-c", as_at_a_terminal, "collect", "run", str(config), "--out", str(out),
                                  "--no-progress"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # Signal only once answers are being collected: a SIGINT that lands while the child is
         # still importing (a loaded machine once took > 60 s) can be swallowed there.
