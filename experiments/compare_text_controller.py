@@ -14,7 +14,8 @@ time and peak memory of the whole run) and writes
 ``experiments/results/text_controller/compare-<tournament>/``: compare's own files (``table.md``,
 ``frontier.md``, ``results.json``, ...), each controller's training report under
 ``reports/<agent>/seed-<seed>/`` and a ``README.md`` naming the command, the run's time and
-memory, and the probe before -> after.
+memory, the probe before -> after, and the SFT teacher (the regression SFT's targets come from)
+read on the held-out queries beside the controllers.
 """
 
 from __future__ import annotations
@@ -31,13 +32,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from results_readme import write_index, write_readme
 
 RESULTS = Path(__file__).resolve().parent / "results" / "text_controller"
 INDEX_ABOUT = """One folder per script run on the 2-core development machine (each README names its CPU and torch
 threads), the default `ControllerConfig` unless the command says otherwise: `compare-<tournament>/` by
 `experiments/compare_text_controller.py` (compare with the controllers, knn and per-benchmark,
-timed, with the training probe), `profile/` by `experiments/profile_text_controller.py` (where a
+timed, with the training probe and the SFT teacher read on held-out queries), `profile/` by `experiments/profile_text_controller.py` (where a
 training step's time goes). Energy of `zeroeval-math` and `llmrouter` is derived from ML.ENERGY
 joules-per-token figures; `specialist-pool` is procedural (synthetic energy)."""
 CONTROLLERS = ("sft", "grpo", "kl-grpo")
@@ -93,8 +96,69 @@ def machine() -> dict[str, Any]:
             "bf16_matmul": cpu_has_bf16_matmul()}
 
 
-def readme_about(timing: dict[str, Any], probe: list[dict[str, Any]], table: str) -> str:
-    """The README's text after its title and command: the run's cost, the probe, compare's table."""
+def sft_teacher(out: Path) -> dict[str, Any] | None:
+    """The SFT targets' regression (``predicted_targets``: ridge on TF-IDF of the question as the
+    run's prompt shows it) fitted on the training split and read on the held-out one, scored with
+    compare's reward; None when the run's SFT used other targets or no controller left a report."""
+    from routing_gym.envs import Reward, predicted_targets
+    from routing_gym.sources import resolve_tournament
+    from routing_gym.tournament.scoring import score_actions
+    from routing_gym_agents.controller_config import ControllerConfig
+    from routing_gym_agents.controller_prompt import ModelLegend
+
+    summaries = sorted((out / "reports").glob("*/seed-*/summary.json"))
+    if not summaries:
+        return None
+    trained = json.loads(summaries[0].read_text())["config"]  # the config the controller trained with
+    if trained["sft"]["targets"] != "predicted":
+        return None
+    config = ControllerConfig.from_dict(trained)
+    controller = summaries[0].parent.parent.name
+    settings = json.loads((out / "results.json").read_text())["settings"]
+    t = resolve_tournament(settings["tournament"]["name"])
+    train, test = t.split_rows(settings["tournament"]["train_split"]), t.split_rows(settings["tournament"]["test_split"])
+    builder = config.prompt.builder(ModelLegend.from_tournament(t))
+    texts = [builder.user(q) for q in t.prompts]
+    target_reward = Reward("gated_rank", {"lambda_e": config.sft.energy_coef})
+    routes = predicted_targets(t, target_reward, [texts[i] for i in train], train, config.sft.target_ridge_alpha,
+                               read_texts=[texts[i] for i in test])
+    spec = settings["reward"]
+    reward = Reward(spec["name"], spec["coefficients"], invalid_penalty=spec["invalid_penalty"])
+    metrics = score_actions(reward.matrix(t, test), t.outcomes(test), routes, reward.invalid_penalty).metrics()
+    counts = np.bincount(routes, minlength=t.n_models)
+    return {**metrics, "top1_share": counts.max() / len(routes), "top1_model": t.model_ids[int(counts.argmax())],
+            "agent": controller, "max_question_chars": config.prompt.max_question_chars,
+            "energy_coef": config.sft.energy_coef, "reward": spec["describe"]}
+
+
+def _teacher_lines(teacher: dict[str, Any] | None, rows: list[dict[str, Any]]) -> list[str]:
+    if teacher is None:
+        return []
+    lines = [
+        "## The SFT teacher on held-out queries",
+        "",
+        f"SFT imitates `predicted_targets`: a ridge regression of every model's reward (gated_rank, lambda_e = "
+        f"{teacher['energy_coef']}) on TF-IDF features of the question as `{teacher['agent']}`'s prompt shows it (first "
+        f"{teacher['max_question_chars']} characters), fitted on the training split. Read here on the held-out "
+        "queries it never saw (no language model involved), it is what imitating the targets could reach: a "
+        "controller below it did not learn what its targets read in the text.",
+        "",
+        f"| router | {teacher['reward']} | accuracy % | mean J | top-1 share |",
+        "|---|---:|---:|---:|---|",
+        f"| SFT teacher (ridge on TF-IDF) | {teacher['mean_reward']:.3f} | {100 * teacher['accuracy']:.1f} | "
+        f"{teacher['mean_energy_j']:.1f} | {teacher['top1_share']:.2f} ({teacher['top1_model']}) |",
+    ]
+    for row in rows:
+        if row["method"] in ("sft", "grpo", "kl-grpo", "per-benchmark") and row.get("mean_reward") is not None:
+            lines.append(f"| {row['method']} | {row['mean_reward']:.3f} | {100 * row['accuracy']:.1f} | "
+                         f"{row['mean_energy_j']:.1f} | {row['top1_share']:.2f} ({row['top1_model']}) |")
+    return [*lines, ""]
+
+
+def readme_about(timing: dict[str, Any], probe: list[dict[str, Any]], table: str,
+                 teacher_lines: list[str] | None = None) -> str:
+    """The README's text after its title and command: the run's cost, the probe, the SFT teacher
+    on held-out queries, compare's table."""
     lines = [
         f"Whole run: {timing['wall_s']:.0f} s wall, {timing['cpu_s']:.0f} s CPU (user + system, every process), peak "
         f"memory {timing['peak_rss_gb']} GB (largest process), on {_machine_words(timing)} (`run.json`: the "
@@ -119,7 +183,7 @@ def readme_about(timing: dict[str, Any], probe: list[dict[str, Any]], table: str
         )
     if not probe:
         lines.append("| (no GRPO agent in the run) | | | | | | | | |")
-    lines += ["", "## compare's table (`table.md`)", "", table.strip(), ""]
+    lines += ["", *(teacher_lines or []), "## compare's table (`table.md`)", "", table.strip(), ""]
     return "\n".join(lines)
 
 
@@ -132,12 +196,16 @@ def _machine_words(timing: dict[str, Any]) -> str:
             f"{threads} torch thread{'s' if threads > 1 else ''} per process")
 
 
-def write_readmes(out: Path, tournament: str, argv: list[str]) -> None:
-    """``out/README.md`` from the folder's files, and the index of ``out``'s parent."""
+def write_readmes(out: Path, tournament: str, argv: list[str], started_on: str | None = None) -> None:
+    """``out/README.md`` from the folder's files, and the index of ``out``'s parent;
+    ``started_on``: the commit the run started on (default: this process's)."""
     timing = json.loads((out / "run.json").read_text())
     probe = _probe_rows(out / "reports")
     table = (out / "table.md").read_text() if (out / "table.md").exists() else ""
-    write_readme(out, f"Text controller on `{tournament}`: compare", readme_about(timing, probe, table), argv)
+    rows = json.loads((out / "results.json").read_text())["rows"] if (out / "results.json").exists() else []
+    teacher = sft_teacher(out) if rows else None
+    write_readme(out, f"Text controller on `{tournament}`: compare",
+                 readme_about(timing, probe, table, _teacher_lines(teacher, rows)), argv, started_on=started_on)
     write_index(out.parent, "Text controller results (SFT -> GRPO -> KL-GRPO, SmolLM2-135M-Instruct on CPU)", INDEX_ABOUT)
 
 
@@ -158,8 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out / (args.name or f"compare-{args.tournament}")
     given = list(sys.argv if argv is None else ["experiments/compare_text_controller.py", *argv])
     shown_argv = [a for a in given if a != "--readme-only"]
-    if args.readme_only:
-        write_readmes(out, args.tournament, shown_argv)
+    if args.readme_only:  # the results are the run's: so is the commit the README names
+        found = re.search(r"started on commit ([^)]+)\)", (out / "README.md").read_text())
+        write_readmes(out, args.tournament, shown_argv, started_on=found.group(1) if found else None)
         return 0
     agents = args.agents.split(",")
     with tempfile.TemporaryDirectory(prefix="controller-compare-") as scratch:

@@ -60,13 +60,16 @@ def commit() -> str:
 STARTED_ON = commit()
 
 
-def write_readme(out: str | Path, title: str, about: str, argv: list[str] | None = None) -> Path:
+def write_readme(out: str | Path, title: str, about: str, argv: list[str] | None = None,
+                 started_on: str | None = None) -> Path:
     """Write ``out/README.md``: the title, the command that wrote the folder, then ``about``
-    (what the files hold and how to read them; Markdown). Returns the README's path."""
+    (what the files hold and how to read them; Markdown). ``started_on``: the commit the results
+    came from, when the README is rewritten later from a folder's files (default: ``STARTED_ON``).
+    Returns the README's path."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     text = (f"# {title}\n\n"
-            f"Written by this command, run in the repository root (started on commit {STARTED_ON}); rerun it to "
+            f"Written by this command, run in the repository root (started on commit {started_on or STARTED_ON}); rerun it to "
             f"regenerate the folder, this README included:\n\n"
             f"```bash\n{command_line(argv)}\n```\n\n{about.strip()}\n")
     path = out / "README.md"

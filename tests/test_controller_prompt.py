@@ -241,3 +241,12 @@ def test_predicted_targets_pick_the_best_route_for_questions_that_read_alike():
         predicted_targets(t, reward, texts[:3], rows)
     with pytest.raises(ValueError, match="target_ridge_alpha"):
         ControllerConfig.from_kwargs(sft_targets="predicted", sft_target_ridge_alpha=0.0)
+    # Read on held-out texts it never saw, the regression still routes by topic: far above
+    # the best single route there (what a router that reads the text can reach)
+    test = t.split_rows("test")
+    test_texts = [str(p)[:120] for p in t.prompts[test]]
+    held_out = predicted_targets(t, reward, texts, rows, read_texts=test_texts)
+    test_matrix = reward.matrix(t, test)
+    assert held_out.shape == (len(test),)
+    assert test_matrix[np.arange(len(test)), held_out].mean() > test_matrix.mean(axis=0).max() + 0.1
+    np.testing.assert_array_equal(predicted_targets(t, reward, texts, rows, read_texts=texts), predicted)

@@ -403,10 +403,12 @@ def predicted_targets(
     texts: list[str],
     rows: np.ndarray | None = None,
     alpha: float = 3.0,
+    read_texts: list[str] | None = None,
 ) -> np.ndarray:
     """Per query, the route with the highest *predicted* reward: a ridge regression of every
     model's reward on TF-IDF features of ``texts`` (unigrams and bigrams, one text per row of
-    ``rows``), fitted on those rows and read back on them.
+    ``rows``), fitted on those rows and read back on them, or on ``read_texts`` when given (other
+    queries' texts, e.g. held-out ones, to ask how well the regression routes queries it never saw).
 
     ``oracle_targets`` labels each query with the best route of one noisy draw: where a small
     model happened to be right it is the target, although on questions that read alike the
@@ -424,5 +426,7 @@ def predicted_targets(
     matrix = reward.matrix(tournament, rows)
     if len(texts) != len(matrix):
         raise ValueError(f"predicted_targets: {len(texts)} texts for {len(matrix)} rows")
-    features = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), min_df=2).fit_transform(texts)
-    return Ridge(alpha=alpha).fit(features, matrix).predict(features).argmax(axis=1)
+    vectorizer = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), min_df=2)
+    regression = Ridge(alpha=alpha).fit(vectorizer.fit_transform(texts), matrix)
+    read = vectorizer.transform(texts if read_texts is None else read_texts)
+    return regression.predict(read).argmax(axis=1)
