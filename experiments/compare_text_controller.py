@@ -96,10 +96,11 @@ def machine() -> dict[str, Any]:
             "bf16_matmul": cpu_has_bf16_matmul()}
 
 
-def sft_teacher(out: Path) -> dict[str, Any] | None:
+def sft_teacher(out: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
     """The SFT targets' regression (``predicted_targets``: ridge on TF-IDF of the question as the
     run's prompt shows it) fitted on the training split and read on the held-out one, scored with
-    compare's reward; None when the run's SFT used other targets or no controller left a report."""
+    compare's reward (``settings``: results.json's); None when the run's SFT used other targets or no
+    controller left a report."""
     from routing_gym.envs import Reward, predicted_targets
     from routing_gym.sources import resolve_tournament
     from routing_gym.tournament.scoring import score_actions
@@ -114,14 +115,12 @@ def sft_teacher(out: Path) -> dict[str, Any] | None:
         return None
     config = ControllerConfig.from_dict(trained)
     controller = summaries[0].parent.parent.name
-    settings = json.loads((out / "results.json").read_text())["settings"]
     t = resolve_tournament(settings["tournament"]["name"])
     train, test = t.split_rows(settings["tournament"]["train_split"]), t.split_rows(settings["tournament"]["test_split"])
     builder = config.prompt.builder(ModelLegend.from_tournament(t))
-    texts = [builder.user(q) for q in t.prompts]
     target_reward = Reward("gated_rank", {"lambda_e": config.sft.energy_coef})
-    routes = predicted_targets(t, target_reward, [texts[i] for i in train], train, config.sft.target_ridge_alpha,
-                               read_texts=[texts[i] for i in test])
+    routes = predicted_targets(t, target_reward, [builder.user(q) for q in t.prompts[train]], train,
+                               config.sft.target_ridge_alpha, read_texts=[builder.user(q) for q in t.prompts[test]])
     spec = settings["reward"]
     reward = Reward(spec["name"], spec["coefficients"], invalid_penalty=spec["invalid_penalty"])
     metrics = score_actions(reward.matrix(t, test), t.outcomes(test), routes, reward.invalid_penalty).metrics()
@@ -149,7 +148,7 @@ def _teacher_lines(teacher: dict[str, Any] | None, rows: list[dict[str, Any]]) -
         f"{teacher['mean_energy_j']:.1f} | {teacher['top1_share']:.2f} ({teacher['top1_model']}) |",
     ]
     for row in rows:
-        if row["method"] in ("sft", "grpo", "kl-grpo", "per-benchmark") and row.get("mean_reward") is not None:
+        if row["method"] in (*CONTROLLERS, "per-benchmark") and row.get("mean_reward") is not None:
             lines.append(f"| {row['method']} | {row['mean_reward']:.3f} | {100 * row['accuracy']:.1f} | "
                          f"{row['mean_energy_j']:.1f} | {row['top1_share']:.2f} ({row['top1_model']}) |")
     return [*lines, ""]
@@ -202,8 +201,9 @@ def write_readmes(out: Path, tournament: str, argv: list[str], started_on: str |
     timing = json.loads((out / "run.json").read_text())
     probe = _probe_rows(out / "reports")
     table = (out / "table.md").read_text() if (out / "table.md").exists() else ""
-    rows = json.loads((out / "results.json").read_text())["rows"] if (out / "results.json").exists() else []
-    teacher = sft_teacher(out) if rows else None
+    results = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else None
+    rows = results["rows"] if results else []
+    teacher = sft_teacher(out, results["settings"]) if results else None
     write_readme(out, f"Text controller on `{tournament}`: compare",
                  readme_about(timing, probe, table, _teacher_lines(teacher, rows)), argv, started_on=started_on)
     write_index(out.parent, "Text controller results (SFT -> GRPO -> KL-GRPO, SmolLM2-135M-Instruct on CPU)", INDEX_ABOUT)
