@@ -28,7 +28,7 @@ import pandas as pd
 
 from routing_gym.eval.compare import CompareConfig, run_compare
 from routing_gym.eval.robustness import robustness_of_runs
-from routing_gym.eval.stats import BootstrapPlan
+from routing_gym.eval.compare.statistics import test_plan
 from routing_gym.sources import resolve_tournament
 from routing_gym.sources.energy_law import leave_one_out
 from routing_gym.sources.energy_model import measured_runs
@@ -53,8 +53,9 @@ def verdicts(name: str, seeds: int) -> tuple[pd.DataFrame, dict[str, list[str]],
     start = time.monotonic()
     config = CompareConfig(tournament=name, seeds=seeds, progress=False)
     result = run_compare(config)
-    plan = BootstrapPlan(len(result.test_rows), config.n_bootstrap, config.bootstrap_seed)
-    robustness = robustness_of_runs(result.tournament, result.test_rows, result.runs, plan, config.confidence)
+    plan = test_plan(config, result.tournament, result.test_rows)
+    robustness = robustness_of_runs(result.tournament, result.test_rows, result.runs, plan, config.confidence,
+                                    train_rows=result.tournament.split_rows(config.train_split))
     if robustness is None:
         raise SystemExit(f"{name}: the build records no alternative energy laws (rebuild it with this version)")
     summary = robustness.to_dict()

@@ -110,16 +110,6 @@ def test_random_mix_of_two_fixed_models_has_no_gain():
     assert np.percentile(smart_gains, 2.5) > 0.05
 
 
-def test_mean_gain_over_range_of_a_curve():
-    fixed_j, fixed_acc = np.array([10.0, 50.0]), np.array([0.4, 0.8])
-    # a curve 5 pp above the hull everywhere on [10, 50]
-    curve_j = np.array([10.0, 30.0, 50.0])
-    assert H.mean_gain_over_range(fixed_j, fixed_acc, curve_j, np.array([0.45, 0.65, 0.85])) == pytest.approx(0.05)
-    # the fixed models themselves: area 0; disjoint ranges: NaN
-    assert H.mean_gain_over_range(fixed_j, fixed_acc, fixed_j, fixed_acc) == pytest.approx(0.0, abs=1e-12)
-    assert np.isnan(H.mean_gain_over_range(fixed_j, fixed_acc, np.array([60.0, 70.0]), np.array([0.5, 0.9])))
-
-
 def test_bad_points():
     with pytest.raises(ValueError, match="equal shapes"):
         H.fixed_model_hull(np.ones(3), np.ones(2))

@@ -10,7 +10,6 @@ import pytest
 
 from routing_gym.eval.robustness import (
     BELOW,
-    BELOW_HULL,
     INDISTINGUISHABLE,
     ON_HULL,
     ROUTES,
@@ -49,12 +48,13 @@ def test_a_30_percent_error_on_one_model_flips_a_vertex_and_only_the_verdicts_th
         "small-agent": np.zeros((1, N), int),
     }
     fixed = {"always small": 0, "always mid": 1, "always large": 2}
-    result = verdict_robustness(correct, {"measured": energy, "law": wrong}, actions, MODELS,
-                                BootstrapPlan(N, 200, seed=1), fixed=fixed)
+    laws = {"measured": energy, "law": wrong}
+    result = verdict_robustness(correct, laws, actions, MODELS, BootstrapPlan(N, 200, seed=1), fixed=fixed,
+                                train=(correct, laws))
     assert result.per_law["measured"].hull_models == ["small", "mid", "large"]
     assert result.per_law["law"].hull_models == ["small", "large"]
     assert result.per_law["measured"].verdicts["always mid"] == ON_HULL
-    assert result.per_law["law"].verdicts["always mid"] == BELOW_HULL
+    assert result.per_law["law"].verdicts["always mid"] == BELOW  # off the law's chain, and below it
     assert result.per_law["measured"].verdicts["mid-agent"] == INDISTINGUISHABLE
     assert result.per_law["law"].verdicts["mid-agent"] == BELOW
     point, low, high = result.per_law["law"].gain_pp["mid-agent"]
@@ -74,11 +74,12 @@ def test_a_30_percent_error_on_one_model_flips_a_vertex_and_only_the_verdicts_th
 def test_identical_laws_make_every_verdict_robust_and_invalid_actions_cost_nothing():
     correct, energy = hand_made_pool()
     invalid = np.full(N, -1)
-    result = verdict_robustness(correct, {"a": energy, "b": energy.copy()}, {"broken": invalid, "mid": np.ones(N, int)},
-                                MODELS, BootstrapPlan(N, 50))
+    laws = {"a": energy, "b": energy.copy()}
+    result = verdict_robustness(correct, laws, {"broken": invalid, "mid": np.ones(N, int)}, MODELS, BootstrapPlan(N, 50),
+                                train=(correct, laws))
     assert all(result.robust.values())
-    # an invalid action is wrong and costs 0 J: cheaper than every fixed model, 50 pp below the cheapest
-    assert result.per_law["a"].gain_pp["broken"][0] == pytest.approx(-50.0)
+    # an invalid action is wrong and costs 0 J: the yardstick's null policy itself, a gain of exactly 0
+    assert result.per_law["a"].gain_pp["broken"] == (0.0, 0.0, 0.0)
 
 
 def test_energy_under_laws_reprices_from_tokens_and_needs_every_model():
@@ -114,15 +115,19 @@ def test_compare_reports_each_verdict_under_every_recorded_law(tmp_path):
     summary = result.pareto["robustness"]
     assert summary["laws"] == ["down", "up"]
     rows = result.test_rows
+    train = t.split_rows("train")
     expected = verdict_robustness(t.correct[rows], energy_under_laws(t, rows),
                                   {r.method: r.per_query["actions"] for r in result.runs if r.seed in (None, 0)},
-                                  t.model_ids, BootstrapPlan(len(rows), 100))
-    # under "down" the largest model is the cheapest: it alone is on the hull, under "up" the smallest is
-    assert summary["hull_models"]["down"] == expected.per_law["down"].hull_models
-    assert summary["hull_models"]["up"][0] == "m0" and summary["hull_models"]["down"][0] == "m2"
+                                  t.model_ids, BootstrapPlan(len(rows), 100),
+                                  train=(t.correct[train], energy_under_laws(t, train)))
+    # under "down" the largest model is the cheapest: the chain starts there, under "up" it never reaches it first
+    assert summary["hull_models"] == {law: expected.per_law[law].hull_models for law in ("down", "up")}
+    assert summary["hull_models"]["down"][0] == "m2" and summary["hull_models"]["up"][0] != "m2"
     by_method = {row["method"]: row for row in summary["methods"]}
-    assert by_method["always m0"]["verdict_up"] == ON_HULL and by_method["always m0"]["verdict_down"] == BELOW_HULL
-    assert by_method["always m0"]["robust"] is False and result.row("always m0")["verdict_robust_across_energy_laws"] is False
+    first_up = summary["hull_models"]["up"][0]
+    assert by_method[f"always {first_up}"]["verdict_up"] == ON_HULL
+    assert by_method[f"always {first_up}"]["verdict_down"] != ON_HULL
+    assert result.row(f"always {first_up}")["verdict_robust_across_energy_laws"] is False
     out = write_outputs(result, tmp_path, plots=False)
     assert "## Verdicts under other energy laws" in out["table.md"].read_text()
     assert "verdict_robust_across_energy_laws" in pd.read_csv(out["summary.csv"]).columns

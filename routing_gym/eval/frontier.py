@@ -12,9 +12,10 @@ accuracy for joules. ``run_frontier``:
 3. keeps the values whose *validation* (joules, accuracy) points are Pareto-optimal among the
    candidates (identical points once): the curve's operating points;
 4. reports those points on test: each point's routing gain, the **mean gain of the curve over
-   the hull** on their common joule range (the area between the curve, read as its own hull,
-   and the fixed-model hull divided by the range's width: an AIQ-style number,
-   ``hull.mean_gain_over_range``), and for every fixed model whether some operating point
+   the fixed-model yardstick** (``eval/yardstick.py``: a chain of policies chosen on train,
+   evaluated on test) over the curve's joule range (the area between the curve, read as its own
+   hull, and the yardstick divided by the range's width: an AIQ-style number,
+   ``Yardstick.mean_gain_over_range``; verdict lines family-wise, ``eval/familywise.py``), and for every fixed model whether some operating point
    strictly dominates it (``stats.dominance_from_resamples``);
 5. the same against the **task-aware hull** (``hull.task_routing``: per benchmark the model
    maximising accuracy - lambda x J on the whole training split, for every lambda, with the
@@ -55,12 +56,13 @@ from routing_gym.errors import RoutingGymError, UsageError
 from routing_gym.eval.jsonsafe import strict_json
 from routing_gym.eval import audit_process
 from routing_gym.eval import hull as fixed_hull
-from routing_gym.eval import mo_fronts
+from routing_gym.eval import familywise, mo_fronts
 from routing_gym.eval.audit_process import close_audit_process
 from routing_gym.eval.pareto import pareto_front
 from routing_gym.eval.robustness import energy_under_laws, markdown_lines, verdict_robustness
 from routing_gym.tournament.scoring import score_actions
 from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval
+from routing_gym.eval.yardstick import YARDSTICK_RULE, Yardstick, train_yardsticks
 from routing_gym.tournament import Tournament
 
 KnobTarget = Literal["act", "fit", "reward"]
@@ -219,6 +221,11 @@ class AgentCurve:
 
         return withheld(self.deployable_label)
 
+    @property
+    def deployable(self) -> bool:
+        """Declared deployable and verified by the audit: a member of the family-wise family."""
+        return self.deployable_label == "yes"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "agent": self.agent, "knob": None if self.knob is None else asdict(self.knob), "fit_s": self.fit_s,
@@ -257,15 +264,17 @@ class FrontierResult:
                                         "while choosing"},
             "training_reward": Reward(c.reward, dict(c.coefficients), c.invalid_penalty).describe(),
             "seed": c.seed,
-            "intervals": f"{c.confidence:.0%} paired percentile bootstrap over the test queries ({c.n_bootstrap} "
-                         f"resamples, seed {c.bootstrap_seed}); hull, curve and points recomputed per resample",
-            "mean_gain": "area between the curve (read as its own hull) and the fixed-model hull over their common "
-                         "joule range, divided by the range's width (pp); area_pp_j = mean gain x width (derived); "
-                         "mean content gain: the same against the task-aware hull",
+            "intervals": f"{c.confidence:.0%} paired percentile bootstrap over the test queries, copies of a question "
+                         f"resampled together ({c.n_bootstrap} resamples, seed {c.bootstrap_seed}); the yardsticks' "
+                         "policies fixed on train, their test values, the curve and its points resampled; verdict lines "
+                         "family-wise (Romano-Wolf step-down over the deployable verified curves' two mean gains)",
+            "mean_gain": "area between the curve (read as its own hull) and the fixed-model yardstick over the curve's "
+                         "joule range up to the costliest candidate policy, divided by the range's width (pp); area_pp_j "
+                         "= mean gain x width (derived); mean content gain: the same against the task-aware yardstick",
             "dominance": f"strict paired test per (operating point, fixed model or per-benchmark route) at "
                          f"{c.confidence:.0%}; a fixed model or route counts as dominated when some point dominates it "
                          "(not corrected for the number of points)",
-            "hull": fixed_hull.__doc__.strip().splitlines()[0],
+            "hull": YARDSTICK_RULE,
             "task_hull": fixed_hull.TASK_HULL_RULE + f"; routes chosen on the whole {train} split (fit and validation)",
             "audit": ("each agent's whole sweep run again, in a process where the original held-out outcomes were never "
                       "loaded, on a copy whose held-out outcomes are replaced; a curve with any changed test action, or "
@@ -443,86 +452,111 @@ def _analyse(config: FrontierConfig, t: Tournament, test_rows: np.ndarray,
     fixed_acc, fixed_j = correct.mean(axis=0), energy.mean(axis=0)
     fixed = pd.DataFrame({"model": t.model_ids, "accuracy": fixed_acc, "mean_energy_j": fixed_j})
     train_rows = np.sort(np.concatenate([t.split_rows(f"{config.train_split}:{part}") for part in ("fit", "validation")]))
-    routes = fixed_hull.task_routing(t.correct[train_rows], t.energy_j[train_rows], t.benchmark_codes[train_rows],
-                                     len(t.benchmarks))
+    sticks = train_yardsticks(t.correct[train_rows], t.energy_j[train_rows], t.benchmark_codes[train_rows],
+                              len(t.benchmarks), list(t.model_ids))
+    routes = sticks.routes
     codes, n_routes = t.benchmark_codes[test_rows], len(routes)
     route_correct, route_energy = routes.per_query(correct, codes), routes.per_query(energy, codes)
     route_acc, route_j = route_correct.mean(axis=0), route_energy.mean(axis=0)
     ok = [c for c in curves if not c.error and c.selected]
     blocks = [correct, energy, route_correct, route_energy] + [np.stack([p.per_query["correct"], p.per_query["energy_j"]], axis=1)
                                                       for c in ok for p in c.selected]
-    boot = BootstrapPlan(len(test_rows), config.n_bootstrap, config.bootstrap_seed).means(np.concatenate(blocks, axis=1))
+    plan = BootstrapPlan.of_rows(t.queries["prompt"].to_numpy()[test_rows], config.n_bootstrap, config.bootstrap_seed)
+    boot = plan.means(np.concatenate(blocks, axis=1))
     boot_acc, boot_j = boot[:, :k], boot[:, k:2 * k]
     boot_route_acc, boot_route_j = boot[:, 2 * k:2 * k + n_routes], boot[:, 2 * k + n_routes:2 * (k + n_routes)]
-    # Each yardstick: its points on test and per resample (J, accuracy), and its hull.
-    task_hull, task_record = fixed_hull.task_aware_hull(fixed_j, fixed_acc, routes, route_j, route_acc, list(t.model_ids),
-                                                        t.benchmarks)
-    yardsticks = {
-        "": (fixed_j, fixed_acc, boot_j, boot_acc),
-        "content_": (*fixed_hull.task_aware_points(fixed_j, fixed_acc, route_j, route_acc),
-                     *fixed_hull.task_aware_points(boot_j, boot_acc, boot_route_j, boot_route_acc)),
-    }
-    hulls = {"": fixed_hull.fixed_model_hull(fixed_j, fixed_acc), "content_": task_hull}
+    # Each yardstick (chosen on train) with the candidate points it reads, on test and per resample [B, K + P].
+    candidates = fixed_hull.task_aware_points(fixed_j, fixed_acc, route_j, route_acc)
+    boot_candidates = fixed_hull.task_aware_points(boot_j, boot_acc, boot_route_j, boot_route_acc)
+    yardsticks = {"": sticks.fixed, "content_": sticks.task}
+    chain_end = {tag: stick.chain(*candidates)[0][-1] for tag, stick in yardsticks.items()}
     scale = (float(np.abs(correct).max()), float(np.abs(energy).max()))
     column = 2 * (k + n_routes)
-    for curve in ok:
+    family: dict[tuple[int, str], np.ndarray] = {}  # (curve, tag) -> resampled mean gain, for the family-wise rule
+    for c_index, curve in enumerate(ok):
         points = curve.selected
         boot_points = boot[:, column:column + 2 * len(points)].reshape(len(boot), len(points), 2)  # [B, C, (acc, J)]
         column += 2 * len(points)
         for i, p in enumerate(points):
             p.stats = {}
             resampled = {"accuracy": boot_points[:, i, 0], "energy_j": boot_points[:, i, 1]}
-            for tag, (j, acc, b_j, b_acc) in yardsticks.items():
+            for tag, stick in yardsticks.items():
                 name = "routing_gain" if not tag else "content_gain"
-                p.stats[f"{name}_pp"] = float(100 * fixed_hull.routing_gain(j, acc, p.test_energy_j, p.test_accuracy))
-                p.stats[f"{name}_vs"] = hulls[tag].gain_position(p.test_energy_j)
-                resampled[f"{name}_pp"] = 100 * fixed_hull.routing_gain(b_j, b_acc, boot_points[:, i, 1], boot_points[:, i, 0])
+                p.stats[f"{name}_pp"] = float(100 * stick.gain(*candidates, p.test_energy_j, p.test_accuracy))
+                p.stats[f"{name}_vs"] = (fixed_hull.WITHIN if p.test_energy_j <= chain_end[tag] * (1 + 1e-9)
+                                         else fixed_hull.COSTLIER_THAN_HULL)
+                resampled[f"{name}_pp"] = 100 * stick.gain(*boot_candidates, boot_points[:, i, 1], boot_points[:, i, 0])
             for metric, values in resampled.items():
                 low, high = percentile_interval(values, config.confidence)
                 p.stats.update({f"{metric}_ci_low": float(low), f"{metric}_ci_high": float(high)})
         curve.summary = {"n_points": len(points)}
-        for tag, yardstick in yardsticks.items():
-            curve.summary.update(_mean_gain(tag, *yardstick, points, boot_points, config.confidence))
+        for tag, stick in yardsticks.items():
+            summary, boot_mean = _mean_gain(tag, stick, candidates, boot_candidates, points, boot_points, config.confidence)
+            curve.summary.update(summary)
+            if boot_mean is not None and curve.deployable:
+                family[(c_index, tag)] = boot_mean
         boot_fixed = np.stack([boot_acc, boot_j], axis=-1)
         curve.dominance = _dominated(config, "model", t.model_ids, np.column_stack([fixed_acc, fixed_j]), boot_fixed,
                                      points, boot_points, scale)
         boot_routes = np.stack([boot_route_acc, boot_route_j], axis=-1)
         curve.route_dominance = _dominated(config, "route", routes.labels(), np.column_stack([route_acc, route_j]),
                                            boot_routes, points, boot_points, scale)
-    hull_info = {"models": [t.model_ids[i] for i in hulls[""].vertex_index], "energy_j": hulls[""].energy_j.tolist(),
-                 "accuracy": hulls[""].accuracy.tolist(), "max_fixed_energy_j": float(fixed_j.max())}
+    _family_verdicts(ok, family, 1 - config.confidence)
+    fixed_record, task_record = (stick.record(*candidates) for stick in (sticks.fixed, sticks.task))
+    task_record = {**task_record, "max_energy_j": float(candidates[0].max()),
+                   "routes": [{**r, "test_accuracy": float(a), "test_energy_j": float(j)} for r, a, j in
+                              zip(routes.describe(t.benchmarks, list(t.model_ids)), route_acc, route_j)]}
+    hull_info = {"models": fixed_record["vertices"], "energy_j": fixed_record["energy_j"],
+                 "accuracy": fixed_record["accuracy"], "max_fixed_energy_j": float(fixed_j.max()), "rule": fixed_record["rule"]}
     # every chosen point and fixed model re-priced under the tournament's other energy laws (eval/robustness.py)
     energies = energy_under_laws(t, test_rows)
     if len(energies) > 1:
         actions = {f"always {m}": np.full(len(test_rows), k) for k, m in enumerate(t.model_ids)}
         actions.update({f"{c.agent} {c.knob.parameter}={p.value:g}": p.per_query["actions"] for c in ok for p in c.selected})
         hull_info["robustness"] = verdict_robustness(
-            correct, energies, actions, t.model_ids, BootstrapPlan(len(test_rows), config.n_bootstrap, config.bootstrap_seed),
-            config.confidence, fixed={f"always {m}": k for k, m in enumerate(t.model_ids)},
-            withheld={f"{c.agent} {c.knob.parameter}={p.value:g}" for c in ok if c.withheld for p in c.selected}).to_dict()
+            correct, energies, actions, t.model_ids, plan, config.confidence,
+            fixed={f"always {m}": k for k, m in enumerate(t.model_ids)},
+            withheld={f"{c.agent} {c.knob.parameter}={p.value:g}" for c in ok if c.withheld for p in c.selected},
+            train=(t.correct[train_rows], energy_under_laws(t, train_rows))).to_dict()
     return fixed, hull_info, task_record
 
 
-def _mean_gain(tag: str, points_j: np.ndarray, points_acc: np.ndarray, boot_j: np.ndarray, boot_acc: np.ndarray,
-               curve: list[OperatingPoint], boot_curve: np.ndarray, confidence: float) -> dict[str, Any]:
-    """A curve's mean gain over one hull (``tag`` "" for the fixed-model hull, "content_" for the
-    task-aware one) on their common joule range, with its interval."""
+def _mean_gain(tag: str, stick: Yardstick, candidates: tuple[np.ndarray, np.ndarray],
+               boot_candidates: tuple[np.ndarray, np.ndarray], curve: list[OperatingPoint], boot_curve: np.ndarray,
+               confidence: float) -> tuple[dict[str, Any], np.ndarray | None]:
+    """A curve's mean gain over one yardstick (``tag`` "" for the fixed-model one, "content_" for
+    the task-aware one) over the curve's joule range up to the chain's dearest policy, with its
+    interval; and its resamples (None where some resample has no range: outside the family)."""
     curve_j = np.array([p.test_energy_j for p in curve])
     curve_acc = np.array([p.test_accuracy for p in curve])
-    mean_gain = float(fixed_hull.mean_gain_over_range(points_j, points_acc, curve_j, curve_acc))
-    low_j, high_j = max(points_j.min(), curve_j.min()), min(points_j.max(), curve_j.max())
+    mean_gain = float(stick.mean_gain_over_range(*candidates, curve_j, curve_acc))
+    low_j, high_j = curve_j.min(), min(curve_j.max(), float(candidates[0].max()))
     out: dict[str, Any] = {f"{tag}joule_range": [float(low_j), float(high_j)], f"mean_{tag}gain_pp": 100 * mean_gain,
                            f"{tag}area_pp_j": 100 * mean_gain * (high_j - low_j)}
     if not math.isfinite(mean_gain):
-        out[f"{tag}note"] = ("the curve and the hull's points share no joule range (a single point, or every point outside "
-                             "their range): no area")
-        return out
-    boot_mean = 100 * fixed_hull.mean_gain_over_range(boot_j, boot_acc, boot_curve[:, :, 1], boot_curve[:, :, 0])
+        out[f"{tag}note"] = ("the curve has no joule range up to the costliest candidate policy (a single point, or every "
+                             "point beyond it): no area")
+        return out, None
+    boot_mean = 100 * stick.mean_gain_over_range(*boot_candidates, boot_curve[:, :, 1], boot_curve[:, :, 0])
     finite = boot_mean[np.isfinite(boot_mean)]  # a resample where the ranges stop overlapping has no area
     low, high = percentile_interval(finite, confidence) if len(finite) else (math.nan, math.nan)
     out.update({f"mean_{tag}gain_pp_ci_low": float(low), f"mean_{tag}gain_pp_ci_high": float(high),
                 f"{tag}resamples_without_overlap": int(len(boot_mean) - len(finite))})
-    return out
+    return out, (boot_mean if len(finite) == len(boot_mean) else None)
+
+
+def _family_verdicts(curves: list[AgentCurve], family: dict[tuple[int, str], np.ndarray], alpha: float) -> None:
+    """Romano-Wolf step-down (``eval/familywise.py``) over the deployable, verified curves' mean
+    routing and content gains: ``mean_<tag>gain_pp_fw`` is "above", "below" or "" (not in the family)."""
+    for curve in curves:
+        curve.summary.update({"mean_gain_pp_fw": familywise.NONE, "mean_content_gain_pp_fw": familywise.NONE})
+    if not family:
+        return
+    keys = list(family)
+    estimate = np.array([curves[c].summary[f"mean_{tag}gain_pp"] for c, tag in keys])
+    decision = familywise.stepdown(estimate, np.stack([family[key] for key in keys], axis=1), alpha)
+    for (c, tag), verdict in zip(keys, decision.decisions):
+        curves[c].summary[f"mean_{tag}gain_pp_fw"] = verdict
 
 
 def _dominated(config: FrontierConfig, key: str, names: list[str], targets: np.ndarray, boot_targets: np.ndarray,
@@ -712,16 +746,23 @@ def _markdown_content_verdicts(result: FrontierResult) -> list[str]:
             continue
         content = _ci(summary["mean_content_gain_pp"], summary["mean_content_gain_pp_ci_low"],
                       summary["mean_content_gain_pp_ci_high"], "+.2f")
-        verdict = fixed_hull.content_verdict(summary.get("mean_gain_pp_ci_low", math.nan), summary["mean_content_gain_pp_ci_low"],
-                                             summary["mean_content_gain_pp_ci_high"])
+        if not c.deployable:  # outside the family: its marginal interval, tagged
+            decided = {"routing_above": summary.get("mean_gain_pp_ci_low", math.nan) > 0,
+                       "content_above": summary["mean_content_gain_pp_ci_low"] > 0,
+                       "content_below": summary["mean_content_gain_pp_ci_high"] < 0}
+        else:
+            decided = {"routing_above": summary.get("mean_gain_pp_fw") == familywise.ABOVE,
+                       "content_above": summary.get("mean_content_gain_pp_fw") == familywise.ABOVE,
+                       "content_below": summary.get("mean_content_gain_pp_fw") == familywise.BELOW}
+        verdict = fixed_hull.content_verdict(**decided)
         if verdict == fixed_hull.BEYOND_TASK_LABEL:
-            verdict += f": mean content gain {content} pp ({conf} CI above 0)"
+            verdict += f": mean content gain {content} pp (above 0, family-wise {conf})"
         elif verdict == fixed_hull.TASK_ROUTING_ONLY:
             verdict += (f": its mean gain over the fixed-model hull is explained by the benchmark label (mean content gain "
                         f"{content} pp)")
         else:
             verdict += f": mean content gain {content} pp"
-        lines.append(f"- **{c.agent}** {verdict}.")
+        lines.append(f"- **{c.agent}**{'' if c.deployable else ' (not deployable: marginal CI)'} {verdict}.")
     return (lines + [""]) if lines else []
 
 

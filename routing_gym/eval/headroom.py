@@ -30,8 +30,9 @@ split, route the test split. A rung that cannot spend ``J*`` uses its nearest en
 
 On test each rung's content gain (pp over the task-aware hull at its own mean joules) and
 routing gain (over the fixed-model hull) come with paired percentile bootstrap intervals: one
-``BootstrapPlan`` resamples the held-out queries for every rung and both hulls at once
-(``hull.hull_gains``, the machinery of ``compare``), and each step up the ladder (a rung's
+``BootstrapPlan`` resamples the held-out queries (copies of a question together) for every rung
+and both yardsticks' policies at once (``eval/yardstick.py``: chosen on train, the machinery of
+``compare``), and each step up the ladder (a rung's
 content gain minus the previous rung's) has its own paired interval.
 
 Beside the ladder (``eval/routability.py``): within-benchmark and pairwise AUCs of every
@@ -55,6 +56,7 @@ from routing_gym.errors import RoutingGymError, UsageError
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval import routability
 from routing_gym.eval.stats import BootstrapPlan, percentile_interval
+from routing_gym.eval.yardstick import train_yardsticks
 from routing_gym.tournament import Tournament
 from routing_gym.tournament.duplicates import question_groups
 
@@ -482,20 +484,20 @@ def _statistics(config: HeadroomConfig, t: Tournament, train_rows: np.ndarray, t
     intervals from one set of resamples; the hulls; the ladder's steps."""
     correct, energy = t.correct[test_rows], t.energy_j[test_rows]
     codes = t.benchmark_codes[test_rows]
-    routes = fixed_hull.task_routing(t.correct[train_rows], t.energy_j[train_rows], t.benchmark_codes[train_rows],
-                                     len(t.benchmarks))
-    route_c, route_e = routes.per_query(correct, codes), routes.per_query(energy, codes)
+    sticks = train_yardsticks(t.correct[train_rows], t.energy_j[train_rows], t.benchmark_codes[train_rows],
+                              len(t.benchmarks), list(t.model_ids))
+    route_c, route_e = sticks.routes.per_query(correct, codes), sticks.routes.per_query(energy, codes)
     methods = {**rungs, **{f"router:{n}": r for n, r in router_rungs.items()}}
     m_c = np.stack([r.test_correct for r in methods.values()], axis=1)
     m_e = np.stack([r.test_energy for r in methods.values()], axis=1)
     blocks = [m_c, m_e, correct, energy, route_c, route_e]
     widths = np.cumsum([0] + [b.shape[1] for b in blocks])
-    plan = BootstrapPlan(len(test_rows), config.n_bootstrap, config.bootstrap_seed)
+    plan = BootstrapPlan.of_rows(t.queries["prompt"].to_numpy()[test_rows], config.n_bootstrap, config.bootstrap_seed)
     boot = plan.means(np.concatenate(blocks, axis=1))
     full = np.concatenate(blocks, axis=1).mean(axis=0)
     part = lambda v, i: v[..., widths[i]:widths[i + 1]]  # noqa: E731
-    point = fixed_hull.hull_gains(*(part(full, i) for i in (3, 2, 5, 4, 1, 0)))
-    resampled = fixed_hull.hull_gains(*(part(boot, i) for i in (3, 2, 5, 4, 1, 0)))
+    point = sticks.gains(*(part(full, i) for i in (3, 2, 5, 4, 1, 0)))
+    resampled = sticks.gains(*(part(boot, i) for i in (3, 2, 5, 4, 1, 0)))
     interval = lambda values: [float(v) for v in percentile_interval(values, config.confidence)]  # noqa: E731
     for i, r in enumerate(methods.values()):
         r.stats = {
@@ -509,12 +511,11 @@ def _statistics(config: HeadroomConfig, t: Tournament, train_rows: np.ndarray, t
               "ci": interval(resampled["content_gain_pp"][:, j] - resampled["content_gain_pp"][:, j - 1])}
              for j, (a, b) in enumerate(zip(names, names[1:]), start=1)]
     fixed_acc, fixed_j = correct.mean(axis=0), energy.mean(axis=0)
-    hull = fixed_hull.fixed_model_hull(fixed_j, fixed_acc)
-    _, task_record = fixed_hull.task_aware_hull(fixed_j, fixed_acc, routes, route_e.mean(axis=0), route_c.mean(axis=0),
-                                                list(t.model_ids), t.benchmarks)
-    hulls = {"fixed_model": {"models": [t.model_ids[i] for i in hull.vertex_index], "energy_j": hull.energy_j.tolist(),
-                             "accuracy": hull.accuracy.tolist()},
-             "task_aware": task_record}
+    candidates = fixed_hull.task_aware_points(fixed_j, fixed_acc, route_e.mean(axis=0), route_c.mean(axis=0))
+    fixed_record, task_record = (stick.record(*candidates) for stick in (sticks.fixed, sticks.task))
+    hulls = {"fixed_model": {"models": fixed_record["vertices"], "energy_j": fixed_record["energy_j"],
+                             "accuracy": fixed_record["accuracy"], "rule": fixed_record["rule"]},
+             "task_aware": {**task_record, "max_energy_j": float(candidates[0].max())}}
     return hulls, {"accuracy": fixed_acc.tolist(), "mean_j": fixed_j.tolist()}, steps
 
 

@@ -32,8 +32,9 @@ def headroom_payload(result: HeadroomResult) -> dict[str, Any]:
             "cross_fitting": f"{c.folds} folds of the training split, copies of one question in one fold, stratified by "
                              f"benchmark (seed {c.seed})",
             "intervals": f"{c.confidence:.0%} paired percentile bootstrap over the {len(result.rungs['oracle'].test_correct)} "
-                         f"test queries ({c.n_bootstrap} resamples, seed {c.bootstrap_seed}); hulls and rungs recomputed "
-                         "per resample",
+                         f"test queries, copies of a question resampled together ({c.n_bootstrap} resamples, seed "
+                         f"{c.bootstrap_seed}); the yardsticks' policies are chosen on train (eval/yardstick.py), their "
+                         "test values and the rungs resampled",
             "auc": "within-benchmark AUC: per (benchmark, model), pooled over (right, wrong) pairs; pairwise AUC: per "
                    "(benchmark, model pair), over questions exactly one of the two answers right, the AUC of P_i - P_j, "
                    "pooled over pairs (0.5 for any scorer that knows only difficulty's average or the label)",
@@ -171,13 +172,15 @@ def plot_headroom(result: HeadroomResult, path: str | Path) -> Path:
     bars.set_yticks(range(len(names)), [p["rungs"][n]["label"] for n in names], fontsize=9)
     bars.invert_yaxis()
     bars.axvline(0, color="black", lw=0.8)
-    bars.set_xlabel("content gain over the task-aware hull at matched joules (pp)")
+    bars.set_xlabel("content gain over the task-aware yardstick at matched joules (pp)")
     bars.set_title(f"{p['tournament']['name']}: the ladder at {p['budget_j']:,.0f} J (hatched: privileged)", fontsize=10)
     hull, task = p["hulls"]["fixed_model"], p["hulls"]["task_aware"]
     curves.scatter(p["fixed_models"]["mean_j"], [100 * a for a in p["fixed_models"]["accuracy"]], s=14, color="#7f7f7f",
                    label="fixed models", zorder=3)
-    curves.plot(hull["energy_j"], [100 * a for a in hull["accuracy"]], color="#7f7f7f", lw=1, ls=":")
-    curves.plot(task["energy_j"], [100 * a for a in task["accuracy"]], color="#222222", lw=1.5, label="task-aware hull")
+    # the yardsticks' chains past their null point (0 J, which a log axis cannot show)
+    curves.plot(hull["energy_j"][1:], [100 * a for a in hull["accuracy"][1:]], color="#7f7f7f", lw=1, ls=":")
+    curves.plot(task["energy_j"][1:], [100 * a for a in task["accuracy"][1:]], color="#222222", lw=1.5,
+                label="task-aware yardstick (chosen on train)")
     for name in names[2:]:
         r = p["rungs"][name]
         curves.plot([c["test_energy_j"] for c in r["curve"]], [100 * c["test_accuracy"] for c in r["curve"]],

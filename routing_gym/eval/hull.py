@@ -1,5 +1,10 @@
 """The fixed-model hull and routing gain: does a router route, or only mix fixed models?
 
+This module holds the hull geometry (vertices of point sets, values on them, the per-benchmark
+routes); ``compare``, ``frontier`` and ``headroom`` measure gains against the yardsticks of
+``eval/yardstick.py``, whose policies are chosen on the training split with this geometry and
+never re-enveloped on test points (a hull of test points keeps the lucky ones: biased).
+
 Sending each query to fixed model i with probability w_i (a random mix of fixed models,
 RouterBench's "zero router") reaches every convex combination of the fixed models' (mean
 joules, accuracy) points. With free disposal (a budget of x joules may be under-spent) the
@@ -49,12 +54,12 @@ TASK_ROUTE_PREFIX = "per-benchmark #"  # the task-aware hull's routes in outputs
 # What a method's two gains say, in words (``content_verdict``).
 BEYOND_TASK_LABEL = "routes beyond the task label"
 TASK_ROUTING_ONLY = "task routing only"
-BELOW_TASK_HULL = "below the task-aware hull"
+BELOW_TASK_HULL = "worse than routing by the label"
 ON_TASK_HULL = "not distinguishable from the task-aware hull"
-TASK_HULL_RULE = ("upper hull of random mixes of the fixed models and of the per-benchmark routes: for every trade-off "
-                  "lambda, each benchmark to the model maximising accuracy - lambda x J on the training split, evaluated "
-                  "on test; content gain = accuracy - task-aware hull accuracy at the method's mean J (pp), what the "
-                  "method gains from reading the question beyond its benchmark label")
+TASK_HULL_RULE = ("task-aware yardstick: the same chain rule over the fixed models and the per-benchmark routes (for "
+                  "every trade-off lambda, each benchmark to the model maximising accuracy - lambda x J on the training "
+                  "split); content gain = accuracy - its accuracy at the method's mean J (pp), what the method gains from "
+                  "reading the question beyond its benchmark label")
 
 
 def _points(energy_j: np.ndarray, accuracy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -214,30 +219,6 @@ def joules_saved(
         return (hull_j - np.asarray(method_energy_j, dtype=np.float64)) / hull_j
 
 
-def mean_gain_over_range(
-    energy_j: np.ndarray,
-    accuracy: np.ndarray,
-    curve_energy_j: np.ndarray,
-    curve_accuracy: np.ndarray,
-    n_grid: int = 256,
-) -> np.ndarray:
-    """Area between a curve of operating points and the fixed-model hull over their common
-    joule range, divided by its width: the mean routing gain along the curve (fraction).
-
-    The curve is read as its own hull (its operating points can be mixed too). Points
-    ``[..., K]``, curve ``[..., C]``; the result is ``[...]``, NaN where the ranges do not
-    overlap. A trapezoid rule on ``n_grid`` evenly spaced joule values.
-    """
-    xs, ys = _points(energy_j, accuracy)
-    cx, cy = _points(curve_energy_j, curve_accuracy)
-    low = np.maximum(xs.min(axis=-1), cx.min(axis=-1))
-    high = np.minimum(xs.max(axis=-1), cx.max(axis=-1))
-    grid = low[..., None] + (high - low)[..., None] * np.linspace(0.0, 1.0, n_grid)
-    gap = hull_accuracy_at(cx[..., None, :], cy[..., None, :], grid) - hull_accuracy_at(xs[..., None, :], ys[..., None, :], grid)
-    area = ((gap[..., 1:] + gap[..., :-1]) / 2).mean(axis=-1)
-    return np.where(high > low, area, np.nan)
-
-
 # ---------------------------------------------------------------------- the task-aware hull
 def benchmark_means(values: np.ndarray, codes: np.ndarray, n_benchmarks: int) -> np.ndarray:
     """``[n_benchmarks, K]`` per-benchmark means of per-query ``[n, K]`` values; a benchmark with
@@ -333,47 +314,13 @@ def content_gain(
     return routing_gain(joules, acc, method_energy_j, method_accuracy)
 
 
-def task_aware_hull(
-    fixed_energy_j: np.ndarray, fixed_accuracy: np.ndarray, routes: TaskRouting, route_energy_j: np.ndarray,
-    route_accuracy: np.ndarray, model_ids: list[str], benchmarks: list[str],
-) -> tuple[Hull, dict[str, Any]]:
-    """The task-aware hull of ``[K]`` fixed models and ``[P]`` routes on test, and its record
-    for outputs: vertices (model ids or route labels), their joules and accuracy, the costliest
-    point's joules, every route (``TaskRouting.describe`` with its test point) and the rule."""
-    joules, accuracy = task_aware_points(fixed_energy_j, fixed_accuracy, route_energy_j, route_accuracy)
-    hull = fixed_model_hull(joules, accuracy)
-    names = list(model_ids) + routes.labels()
-    described = routes.describe(benchmarks, model_ids)
-    return hull, {
-        "vertices": [names[i] for i in hull.vertex_index], "energy_j": hull.energy_j.tolist(),
-        "accuracy": hull.accuracy.tolist(), "max_energy_j": float(joules.max()),
-        "routes": [{**r, "test_accuracy": float(a), "test_energy_j": float(j)}
-                   for r, a, j in zip(described, route_accuracy, route_energy_j)],
-        "rule": TASK_HULL_RULE,
-    }
-
-
-def content_verdict(routing_gain_ci_low: float, content_gain_ci_low: float, content_gain_ci_high: float) -> str:
-    """One of four labels from a method's gain intervals: content gain above 0 (it reads the
-    question beyond its benchmark label); else routing gain above 0 (the label explains its
-    gain: task routing only); else content gain below 0; else none of these."""
-    if content_gain_ci_low > 0:
+def content_verdict(routing_above: bool, content_above: bool, content_below: bool) -> str:
+    """One of four labels from a method's decided gains, in one precedence: content gain above 0
+    (it reads the question beyond its benchmark label); content gain below 0 (worse than routing
+    by the label, whatever its routing gain); routing gain above 0 (the label explains it: task
+    routing only); else none of these."""
+    if content_above:
         return BEYOND_TASK_LABEL
-    if routing_gain_ci_low > 0:
-        return TASK_ROUTING_ONLY
-    return BELOW_TASK_HULL if content_gain_ci_high < 0 else ON_TASK_HULL
-
-
-def hull_gains(
-    fixed_energy_j: np.ndarray, fixed_accuracy: np.ndarray, route_energy_j: np.ndarray, route_accuracy: np.ndarray,
-    method_energy_j: np.ndarray, method_accuracy: np.ndarray,
-) -> dict[str, np.ndarray]:
-    """Every hull gain of ``M`` methods against one point set per leading index: routing gain
-    (pp) and joules saved (%) over the fixed-model hull, content gain (pp) over the task-aware
-    hull. Fixed ``[..., K]``, routes ``[..., P]``, methods ``[..., M]`` (each hull is built once
-    per leading index and shared by the M methods); every value ``[..., M]``."""
-    fj, fa, rj, ra = (np.asarray(v, dtype=np.float64)[..., None, :] for v in
-                      (fixed_energy_j, fixed_accuracy, route_energy_j, route_accuracy))
-    mj, ma = np.asarray(method_energy_j, dtype=np.float64), np.asarray(method_accuracy, dtype=np.float64)
-    return {"routing_gain_pp": 100 * routing_gain(fj, fa, mj, ma), "joules_saved_pct": 100 * joules_saved(fj, fa, mj, ma),
-            "content_gain_pp": 100 * content_gain(fj, fa, rj, ra, mj, ma)}
+    if content_below:
+        return BELOW_TASK_HULL
+    return TASK_ROUTING_ONLY if routing_above else ON_TASK_HULL

@@ -99,10 +99,10 @@ def plot_pareto(result: ComparisonView, path: str | Path) -> Path:
         # A mix is linear in joules, so on the log axis each edge is a curve: sample it densely
         # (straight segments between vertices would overstate the hull between them).
         vertices_j, vertices_acc = np.asarray(hull["energy_j"]), np.asarray(hull["accuracy"])
-        xs = np.geomspace(vertices_j[0], max(hull["max_fixed_energy_j"], vertices_j[-1]), 400)
+        xs = _chain_xs(vertices_j, hull["max_fixed_energy_j"])
         ys = 100 * np.interp(xs, vertices_j, vertices_acc)  # flat beyond the last vertex
         ax.plot(xs, ys, color="tab:blue", alpha=0.45, linewidth=2.5, zorder=1,
-                label="fixed-model hull (random mixes of fixed models)")
+                label="fixed-model yardstick (chain chosen on train, mixes)")
     draw_task_hull(ax, result.pareto.get("task_hull", {}))
     front = result.pareto.get("front_deployable", [])
     if front:
@@ -133,15 +133,23 @@ def plot_pareto(result: ComparisonView, path: str | Path) -> Path:
     return _save(fig, path, plt)
 
 
+def _chain_xs(vertices_j: np.ndarray, costliest_j: float) -> np.ndarray:
+    """Joules at which to draw a yardstick's chain on a log axis: from half its first policy's
+    joules (the chain starts at the null point, 0 J, which a log axis cannot show) to the costliest
+    point, densely (a mix is linear in joules, so each edge is a curve there)."""
+    positive = vertices_j[vertices_j > 0]
+    return np.geomspace(positive[0] / 2, max(costliest_j, positive[-1]), 400)
+
+
 def draw_task_hull(ax, task_hull: dict[str, Any]) -> None:
     """The task-aware hull (``eval/hull.py``) as a dotted line, flat beyond its most accurate
     vertex, and its per-benchmark routes as small crosses; nothing when the result has none."""
     if not task_hull:
         return
     vertices_j, vertices_acc = np.asarray(task_hull["energy_j"]), np.asarray(task_hull["accuracy"])
-    xs = np.geomspace(vertices_j[0], max(task_hull["max_energy_j"], vertices_j[-1]), 400)
+    xs = _chain_xs(vertices_j, task_hull["max_energy_j"])
     ax.plot(xs, 100 * np.interp(xs, vertices_j, vertices_acc), color="tab:red", alpha=0.6, linewidth=1.8,
-            linestyle=":", zorder=1, label="task-aware hull (per-benchmark routes + mixes)")
+            linestyle=":", zorder=1, label="task-aware yardstick (per-benchmark routes, chosen on train)")
     routes = task_hull.get("routes", [])
     if routes:
         ax.scatter([r["test_energy_j"] for r in routes], [100 * r["test_accuracy"] for r in routes], marker="x", s=18,

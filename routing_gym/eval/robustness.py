@@ -6,11 +6,13 @@ each build also records, per model, its per-token coefficients under the alterna
 an ``[n, K]`` energy array per law (input tokens x prefill J + output tokens x decode J); every
 method's actions stay what they were, so a run's cells are reused and nothing is refitted.
 
-Under each law this module recomputes the fixed-model hull, every method's routing gain with its
-paired bootstrap interval (the run's own resamples) and its verdict:
+Under each law this module chooses the fixed-model yardstick on the training split re-priced under
+that law (``eval/yardstick.py``), and recomputes every method's routing gain with its paired
+bootstrap interval (the run's own resamples) and its verdict:
 
-- agents: ``routes`` (gain interval above 0), ``below`` (below 0), ``indistinguishable``;
-- fixed models: ``on the hull`` (a hull vertex) or ``below the hull``;
+- agents, and fixed models off the chain: ``routes`` (gain interval above 0), ``below`` (below 0),
+  ``indistinguishable``;
+- fixed models the chain passes through: ``on the hull``;
 - agents the audit failed or did not verify: ``no verdict (not verified)``, gains kept.
 
 A verdict is *robust* when it is the same under every law. What it does not do: refit agents
@@ -25,14 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval.stats import BootstrapPlan, percentile_interval
+from routing_gym.eval.yardstick import Yardstick
 from routing_gym.sources.energy_model import ALTERNATIVE_ENERGY_MODELS
 from routing_gym.tournament import Tournament
 
 ROUTES, BELOW, INDISTINGUISHABLE = "routes", "below", "indistinguishable"
 NO_VERDICT = "no verdict (not verified)"  # a method the audit failed or did not verify (eval/audit.py)
-ON_HULL, BELOW_HULL = "on the hull", "below the hull"
+ON_HULL = "on the hull"  # a fixed model the law's train-chosen chain passes through
 
 
 def energy_under_laws(t: Tournament, rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -117,10 +119,13 @@ def markdown_lines(summary: dict[str, Any]) -> list[str]:
 
 def verdict_robustness(correct: np.ndarray, energies: dict[str, np.ndarray], actions: dict[str, np.ndarray],
                        model_ids: list[str], plan: BootstrapPlan, confidence: float = 0.95,
-                       fixed: dict[str, int] | None = None, withheld: set[str] | frozenset[str] = frozenset()) -> Robustness:
+                       fixed: dict[str, int] | None = None, withheld: set[str] | frozenset[str] = frozenset(), *,
+                       train: tuple[np.ndarray, dict[str, np.ndarray]]) -> Robustness:
     """Verdicts of every method under every law.
 
     ``correct``: ``[n, K]`` of the evaluated rows; ``energies``: law -> ``[n, K]`` joules;
+    ``train``: the training rows' ``[m, K]`` correctness and law -> joules, where each law's
+    yardstick is chosen;
     ``actions``: method -> ``[S, n]`` (or ``[n]``) model indices; ``fixed``: method -> model index
     of the fixed-model rows (their verdict is hull membership, not an interval); ``withheld``:
     methods whose gains are reported with ``NO_VERDICT`` (not verified by the audit).
@@ -132,8 +137,8 @@ def verdict_robustness(correct: np.ndarray, energies: dict[str, np.ndarray], act
     for law, energy in energies.items():
         joules = {m: _gather(a, energy) for m, a in acts.items()}
         fixed_acc, fixed_j = correct.mean(axis=0), energy.mean(axis=0)
-        hull = fixed_hull.fixed_model_hull(fixed_j, fixed_acc)
-        vertices = set(int(i) for i in hull.vertex_index)
+        stick = Yardstick.chosen_on_train(train[1][law].mean(axis=0), train[0].mean(axis=0), list(model_ids))
+        vertices = set(int(i) for i in stick.index)
         methods = list(acts)
         boot = plan.means(np.column_stack([accuracy[m] for m in methods] + [joules[m] for m in methods]
                                           + [correct, energy]))
@@ -141,23 +146,24 @@ def verdict_robustness(correct: np.ndarray, energies: dict[str, np.ndarray], act
         boot_acc, boot_j = boot[:, 2 * n_m:2 * n_m + k], boot[:, 2 * n_m + k:]
         gains, verdicts = {}, {}
         for i, m in enumerate(methods):
-            point = 100 * float(fixed_hull.routing_gain(fixed_j, fixed_acc, joules[m].mean(), accuracy[m].mean()))
-            point = 0.0 if abs(point) < 1e-7 else point  # a hull vertex's own gain, up to rounding
-            resampled = 100 * fixed_hull.routing_gain(boot_j, boot_acc, boot[:, n_m + i], boot[:, i])
+            point = 100 * float(stick.gain(fixed_j, fixed_acc, joules[m].mean(), accuracy[m].mean()))
+            point = 0.0 if abs(point) < 1e-7 else point  # a chain policy's own gain, up to rounding
+            resampled = 100 * stick.gain(boot_j, boot_acc, boot[:, n_m + i], boot[:, i])
             low, high = (float(v) for v in percentile_interval(resampled, confidence))
             gains[m] = (point, low, high)
             if m in withheld:
                 verdicts[m] = NO_VERDICT
-            elif m in fixed:
-                verdicts[m] = ON_HULL if fixed[m] in vertices else BELOW_HULL
+            elif fixed.get(m, -1) in vertices:
+                verdicts[m] = ON_HULL
             else:
                 verdicts[m] = ROUTES if low > 0 else BELOW if high < 0 else INDISTINGUISHABLE
-        per_law[law] = LawVerdicts(law, [model_ids[i] for i in hull.vertex_index], gains, verdicts)
+        per_law[law] = LawVerdicts(law, stick.names, gains, verdicts)
     return Robustness(list(energies), per_law)
 
 
 def robustness_of_runs(t: Tournament, test_rows: np.ndarray, runs: list[Any], plan: BootstrapPlan,
-                       confidence: float = 0.95, withheld: set[str] | frozenset[str] = frozenset()) -> Robustness | None:
+                       confidence: float = 0.95, withheld: set[str] | frozenset[str] = frozenset(), *,
+                       train_rows: np.ndarray) -> Robustness | None:
     """:func:`verdict_robustness` of a comparison's runs (``compare``'s ``RunRecord``: ``method``,
     ``kind``, ``status``, ``per_query["actions"]``); None when the tournament records fewer than
     two energy laws (measured and synthetic tournaments have one). Methods in ``withheld`` (audit
@@ -171,4 +177,5 @@ def robustness_of_runs(t: Tournament, test_rows: np.ndarray, runs: list[Any], pl
             actions.setdefault(r.method, []).append(np.asarray(r.per_query["actions"], dtype=np.int64))
     fixed = {r.method: int(actions[r.method][0][0]) for r in runs if r.kind == "fixed-model" and r.method in actions}
     return verdict_robustness(t.correct[test_rows], energies, {m: np.stack(a) for m, a in actions.items()},
-                              t.model_ids, plan, confidence, fixed=fixed, withheld=withheld)
+                              t.model_ids, plan, confidence, fixed=fixed, withheld=withheld,
+                              train=(t.correct[train_rows], energy_under_laws(t, train_rows)))

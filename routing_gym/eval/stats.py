@@ -10,6 +10,11 @@ each query in it (a ``[B, n]`` matrix), so the B resampled means of any ``[n, m]
 per-query values are one matrix product. The counts are drawn once per plan and kept as
 ``uint8`` (B x n bytes: 60 MB for 2,000 resamples of 30,000 queries); callers that need many
 statistics should stack their per-query values and call ``means`` once (``compare`` does).
+
+Copies of one question are not independent draws: with ``groups`` (one id per query, e.g.
+``tournament.duplicates.question_groups`` of the prompts) a plan resamples groups, not rows, and a
+resampled mean divides by the resample's own number of rows (``BootstrapPlan.of_rows``). Without
+copies the groups are the rows and every draw is the same as without them.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
 import numpy as np
+
+from routing_gym.tournament.duplicates import question_groups
 
 # Counts are converted to float64 for the matrix product in chunks of this many cells, so
 # B x n float64 values never sit in memory at once.
@@ -29,24 +36,43 @@ _MAX_CACHED_CELLS = 512_000_000
 class BootstrapPlan:
     """``n_resamples`` resamples (with replacement) of ``n`` queries, reproducible from ``seed``."""
 
-    def __init__(self, n: int, n_resamples: int = 2000, seed: int = 0):
+    def __init__(self, n: int, n_resamples: int = 2000, seed: int = 0, groups: np.ndarray | None = None):
         if n <= 0:
             raise ValueError(f"cannot bootstrap over {n} queries")
         if n_resamples < 10:
             raise ValueError(f"n_resamples must be >= 10, got {n_resamples}")
         self.n, self.n_resamples, self.seed = int(n), int(n_resamples), int(seed)
+        self._groups: np.ndarray | None = None
+        if groups is not None:
+            codes = np.unique(np.asarray(groups), return_inverse=True)[1].ravel()
+            if len(codes) != self.n:
+                raise ValueError(f"groups needs one id per query ({self.n}), got {len(codes)}")
+            self._groups = None if codes.max() + 1 == self.n else codes  # all distinct: plain rows
         self._chunk = max(1, min(self.n_resamples, _CHUNK_CELLS // self.n))
         self._cache: list[np.ndarray] | None = [] if self.n * self.n_resamples <= _MAX_CACHED_CELLS else None
 
+    @classmethod
+    def of_rows(cls, prompts: Sequence[str], n_resamples: int = 2000, seed: int = 0) -> "BootstrapPlan":
+        """A plan over queries with these question texts that resamples copies of a question
+        (the same normalised text) together."""
+        return cls(len(prompts), n_resamples, seed, groups=question_groups(prompts))
+
+    @property
+    def n_groups(self) -> int:
+        """How many independent units a resample draws (queries, or copy groups)."""
+        return self.n if self._groups is None else int(self._groups.max()) + 1
+
     def _draw(self) -> Iterator[np.ndarray]:
-        """The resample counts as integer ``[chunk, n]`` blocks, in resample order."""
+        """The resample counts per query as integer ``[chunk, n]`` blocks, in resample order."""
         rng = np.random.default_rng(self.seed)
+        units = self.n_groups
         done = 0
         while done < self.n_resamples:
             b = min(self._chunk, self.n_resamples - done)
-            idx = rng.integers(0, self.n, size=(b, self.n))
-            offsets = (np.arange(b) * self.n)[:, None]
-            yield np.bincount((idx + offsets).ravel(), minlength=b * self.n).reshape(b, self.n)
+            idx = rng.integers(0, units, size=(b, units))
+            offsets = (np.arange(b) * units)[:, None]
+            counts = np.bincount((idx + offsets).ravel(), minlength=b * units).reshape(b, units)
+            yield counts if self._groups is None else counts[:, self._groups]
             done += b
 
     def _counts(self) -> Iterator[np.ndarray]:
@@ -65,7 +91,10 @@ class BootstrapPlan:
         if values.shape[0] != self.n:
             raise ValueError(f"expected {self.n} per-query values, got shape {values.shape}")
         flat = values.reshape(self.n, -1)
-        out = np.concatenate([c @ flat for c in self._counts()], axis=0) / self.n
+        if self._groups is None:
+            out = np.concatenate([c @ flat for c in self._counts()], axis=0) / self.n
+        else:  # a resample of groups holds as many rows as its groups have
+            out = np.concatenate([(c @ flat) / c.sum(axis=1, keepdims=True) for c in self._counts()], axis=0)
         return out.reshape((self.n_resamples,) + values.shape[1:])
 
     def ci(self, values: np.ndarray, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from routing_gym.eval import audit
+from routing_gym.eval import audit, familywise
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval import mo_fronts
 from routing_gym.eval.compare.cells import RunRecord
@@ -80,10 +80,12 @@ def _downsample(curve: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------- Markdown
 def _ci(row: dict[str, Any], metric: str, fmt: str, scale: float = 1.0) -> str:
-    if metric not in row:
+    if row.get(metric) is None:  # e.g. joules saved beyond the yardstick's most accurate policy
         return "—"
-    if row.get(f"{metric}_ci_low") is None:  # a fixed model against the hull it helps build
-        return "on the hull" if row[metric] == 0 else f"{format(row[metric] * scale, fmt)} below the hull"
+    if row.get(f"{metric}_ci_low") is None:
+        return format(row[metric] * scale, fmt) + " (no interval)"
+    if metric == "routing_gain_pp" and row.get("on_yardstick"):  # a fixed model the chain passes through
+        return "on the yardstick"
     value, low, high = (row[metric] * scale, row[f"{metric}_ci_low"] * scale, row[f"{metric}_ci_high"] * scale)
     return format(value, fmt) + f" [{format(low, fmt)}, {format(high, fmt)}]"
 
@@ -118,9 +120,9 @@ def markdown_report(result: CompareResult) -> str:
         cells = [
             name, deployable, feedback,
             _ci(r, "accuracy", ".1f", 100.0), _ci(r, "mean_energy_j", ",.1f"),
-            _ci(r, "routing_gain_pp", "+.1f") + _outside_hull(r, "routing_gain_pp"),
+            _ci(r, "routing_gain_pp", "+.1f") + _outside_hull(r, "routing_gain_pp") + _fw_mark(r, "routing_gain_pp"),
             _ci(r, "joules_saved_pct", "+.1f") + _outside_hull(r, "joules_saved_pct"),
-            _ci(r, "content_gain_pp", "+.1f") + _outside_hull(r, "content_gain_pp"),
+            _ci(r, "content_gain_pp", "+.1f") + _outside_hull(r, "content_gain_pp") + _fw_mark(r, "content_gain_pp"),
             f"{r['mean_latency_s']:.2f}", f"{r['mean_power_w']:.0f}",
             f"{r['top1_share']:.2f} ({r['top1_model']})", _ci(r, "mean_reward", ".3f"),
             f"{r['invalid_count']:g}",
@@ -131,10 +133,10 @@ def markdown_report(result: CompareResult) -> str:
         f"Notes. Reward: mean {reward} per held-out query, the same coefficients for every row (rewards under "
         f"other coefficients are different metrics). Intervals: {s['intervals']}. Agent rows are means over "
         f"seeds (per-seed spread in summary.csv, `*_seed_sd`); 'always <model>' rows are the fixed models "
-        f"computed directly from the table. Routing gain and joules saved: against the fixed-model hull "
-        f"({s['hull']}); {_OUTSIDE_MARKS}; a fixed model is 'on the hull' or a distance below it (no interval: "
-        f"it is one of the points the hull is built from). Content gain: against the task-aware hull "
-        f"({s['task_hull']}). "
+        f"computed directly from the table. Routing gain and joules saved: against the {s['hull']}; {_OUTSIDE_MARKS}; "
+        f"a fixed model the chain passes through is 'on the yardstick'. Content gain: against the {s['task_hull']}. "
+        f"▲ / ▼: above / below 0 under the family-wise rule that decides the verdict lines (Romano-Wolf step-down "
+        f"over the deployable verified rows, both gains); the marginal intervals are for reading one row alone. "
         f"Invalid: invalid actions per evaluation pass ({s['invalid_actions']}). "
         f"Power W per request: mean of energy / latency per answer, the power attributed to one request: a GPU's "
         f"draw when it serves one request at a time, a request's share of its server's draw (server power / "
@@ -168,77 +170,114 @@ def markdown_report(result: CompareResult) -> str:
     return "\n".join(lines)
 
 
-_OUTSIDE_MARK = {fixed_hull.CHEAPER_THAN_HULL: " (vs cheapest)", fixed_hull.COSTLIER_THAN_HULL: " (vs most accurate)",
-                 fixed_hull.LESS_ACCURATE_THAN_HULL: " (vs cheapest)", fixed_hull.MORE_ACCURATE_THAN_HULL: " (vs most accurate)"}
-_OUTSIDE_MARKS = ("'(vs cheapest)' / '(vs most accurate)': the method lies outside the hull's range and is compared "
-                  "with that end point of the hull")
+_OUTSIDE_MARK = {fixed_hull.COSTLIER_THAN_HULL: " (flat)", fixed_hull.MORE_ACCURATE_THAN_HULL: " (beyond)"}
+_OUTSIDE_MARKS = ("'(flat)': the method spends more than the yardstick's dearest policy, whose accuracy it is compared "
+                  "with; '— (beyond)': more accurate than every policy of the chain, so no joules saved")
 
 
 def _outside_hull(row: dict[str, Any], metric: str) -> str:
     return _OUTSIDE_MARK.get(row.get(f"{metric}_vs", fixed_hull.WITHIN), "")
 
 
+_FW_MARK = {familywise.ABOVE: " ▲", familywise.BELOW: " ▼"}
+
+
+def _fw_mark(row: dict[str, Any], metric: str) -> str:
+    """▲ / ▼ where the family-wise rule (not only the marginal interval) puts the gain above / below 0."""
+    return _FW_MARK.get(row.get(f"{metric}_fw", familywise.NONE), "")
+
+
+def _tag(row: dict[str, Any]) -> str:
+    """A row outside the family-wise family (declared not deployable), tagged wherever it is named."""
+    return row["method"] if row["deployable"] else f"{row['method']} (not deployable: marginal CI)"
+
+
+def _decided(row: dict[str, Any], metric: str, direction: str) -> bool:
+    """The verdict rule: the family-wise decision for the family's rows; the marginal interval,
+    tagged, for rows outside it (not deployable)."""
+    if row["deployable"]:
+        return row.get(f"{metric}_fw") == direction
+    low, high = row[f"{metric}_ci_low"], row[f"{metric}_ci_high"]
+    return (low > 0) if direction == familywise.ABOVE else (high < 0)
+
+
+def row_verdict(row: dict[str, Any]) -> str:
+    """A row's words in the content-gain section (``hull.content_verdict``), decided family-wise
+    for the family's rows and by the marginal interval for declared non-deployable ones."""
+    return fixed_hull.content_verdict(_decided(row, "routing_gain_pp", familywise.ABOVE),
+                                      _decided(row, "content_gain_pp", familywise.ABOVE),
+                                      _decided(row, "content_gain_pp", familywise.BELOW))
+
+
 def _markdown_hull(result: CompareResult) -> list[str]:
-    """The hull's vertices and which methods sit above or below it beyond query noise."""
+    """The fixed-model yardstick's chain and which methods sit above or below it, family-wise."""
     hull = result.pareto.get("hull")
     if not hull:
         return []
     conf = f"{result.config.confidence:.0%}"
-    vertices = " → ".join(f"{m} ({j:,.1f} J, {100 * a:.1f} %)" for m, j, a in zip(hull["models"], hull["energy_j"], hull["accuracy"]))
+    vertices = _chain(hull["models"], hull["energy_j"], hull["accuracy"])
     agents = [r for r in result.rows if r["seeds_ok"] and r["kind"] != "fixed-model"]
-    above = [r for r in agents if r["routing_gain_pp_ci_low"] > 0]
-    below = [r["method"] for r in agents if r["routing_gain_pp_ci_high"] < 0]
-    # audit.withheld: the one rule; "routes" takes verified deployable rows only
-    verified = [r["method"] for r in above if r["deployable"]]
-    unverified = [r["method"] for r in above if r["deployable_label"].startswith("unverified")]
-    excluded = [f"{r['method']} ({r['deployable_label']})" for r in above
-                if not r["deployable"] and not r["deployable_label"].startswith("unverified")]
+    withheld = [r["method"] for r in agents if audit.withheld(r["deployable_label"])]
+    judged = [r for r in agents if r["method"] not in withheld]
+    above = [r for r in judged if _decided(r, "routing_gain_pp", familywise.ABOVE)]
+    below = [r for r in judged if _decided(r, "routing_gain_pp", familywise.BELOW)]
     return [
-        "## Routing gain over the fixed-model hull", "",
-        f"Hull (random mixes of fixed models; flat beyond the most accurate one): {vertices}.", "",
-        f"- routes (gain {conf} CI above 0, deployable and verified by the audit): {', '.join(verified) or 'none'}",
-        *([f"- above the hull, not verified (audit off, skipped or its run failed): {', '.join(unverified)}"]
-          if unverified else []),
-        *([f"- above the hull but not deployable: {', '.join(excluded)}"] if excluded else []),
-        f"- below the hull (gain {conf} CI below 0): {', '.join(below) or 'none'}",
+        "## Routing gain over the fixed-model yardstick", "",
+        f"Chain chosen on {result.config.train_split} (null policy, then fixed models; test values; random mixes of "
+        f"neighbours, flat beyond the last): {vertices}.", "",
+        f"- routes (gain above 0, family-wise {conf} over the deployable verified rows): "
+        f"{', '.join(r['method'] for r in above if r['deployable']) or 'none'}",
+        *([f"- above the yardstick, not deployable (marginal {conf} CI): "
+           f"{', '.join(_tag(r) for r in above if not r['deployable'])}"] if any(not r["deployable"] for r in above) else []),
+        *([f"- no verdict (audit failed, off, skipped or its run failed): {', '.join(withheld)}"] if withheld else []),
+        f"- below the yardstick: {', '.join(_tag(r) for r in below) or 'none'}",
         f"- not distinguishable from mixing fixed models: "
-        f"{', '.join(r['method'] for r in agents if r not in above and r['method'] not in below) or 'none'}",
+        f"{', '.join(_tag(r) for r in judged if r not in above and r not in below) or 'none'}",
         "",
     ]
 
 
+def _chain(names: list[str], joules: list[float], accuracy: list[float]) -> str:
+    return " → ".join(f"{m} ({j:,.1f} J, {100 * a:.1f} %)" for m, j, a in zip(names, joules, accuracy))
+
+
 def _markdown_task_hull(result: CompareResult) -> list[str]:
-    """The task-aware hull, its per-benchmark routes, and in words which methods read the
-    question beyond its benchmark label and whose gain the label explains."""
+    """The task-aware yardstick, its per-benchmark routes, and in words which methods read the
+    question beyond its benchmark label and whose gain the label explains (family-wise)."""
     task = result.pareto.get("task_hull")
     if not task:
         return []
     conf = f"{result.config.confidence:.0%}"
-    vertices = " → ".join(f"{m} ({j:,.1f} J, {100 * a:.1f} %)" for m, j, a in zip(task["vertices"], task["energy_j"], task["accuracy"]))
     routes = [r for r in task["routes"] if r["route"] in task["vertices"]]
     agents = [r for r in result.rows if r["seeds_ok"] and r["kind"] != "fixed-model"]
     withheld = [r["method"] for r in agents if audit.withheld(r["deployable_label"])]
     agents = [r for r in agents if r["method"] not in withheld]
-    verdicts = {r["method"]: fixed_hull.content_verdict(r["routing_gain_pp_ci_low"], r["content_gain_pp_ci_low"],
-                                                        r["content_gain_pp_ci_high"]) for r in agents}
-    named = lambda verdict: ", ".join(m for m, v in verdicts.items() if v == verdict) or "none"  # noqa: E731
+    verdicts = {r["method"]: row_verdict(r) for r in agents}
+    by_name = {r["method"]: r for r in agents}
+    named = lambda verdict: ", ".join(_tag(by_name[m]) for m, v in verdicts.items() if v == verdict) or "none"  # noqa: E731
     lines = [
-        "## Content gain over the task-aware hull: does a method read the question, or only its benchmark?", "",
-        f"Task-aware hull (fixed models and per-benchmark routes chosen on {result.config.train_split}, and their random "
-        f"mixes): {vertices}.", "",
+        "## Content gain over the task-aware yardstick: does a method read the question, or only its benchmark?", "",
+        f"Chain chosen on {result.config.train_split} (null policy, fixed models and per-benchmark routes; test values; "
+        f"random mixes of neighbours): {_chain(task['vertices'], task['energy_j'], task['accuracy'])}.", "",
         *[f"- {r['route']}: " + ", ".join(f"{b} → {m}" for b, m in r["models"].items()) for r in routes],
         *([""] if routes else []),
-        f"- {fixed_hull.BEYOND_TASK_LABEL} (content gain {conf} CI above 0): {named(fixed_hull.BEYOND_TASK_LABEL)}",
-        f"- {fixed_hull.TASK_ROUTING_ONLY} (routing gain {conf} CI above 0, content gain not): {named(fixed_hull.TASK_ROUTING_ONLY)}",
-        f"- {fixed_hull.BELOW_TASK_HULL} (content gain {conf} CI below 0, no routing gain): {named(fixed_hull.BELOW_TASK_HULL)}",
+        f"Verdicts: family-wise {conf} (Romano-Wolf step-down over the deployable verified rows' routing and content "
+        f"gains, ▲ / ▼ in the table); rows outside that family are tagged and judged by their marginal {conf} CI.", "",
+        f"- {fixed_hull.BEYOND_TASK_LABEL} (content gain above 0): {named(fixed_hull.BEYOND_TASK_LABEL)}",
+        f"- {fixed_hull.BELOW_TASK_HULL} (content gain below 0, whatever the routing gain): {named(fixed_hull.BELOW_TASK_HULL)}",
+        f"- {fixed_hull.TASK_ROUTING_ONLY} (routing gain above 0, content gain not distinguishable from 0): "
+        f"{named(fixed_hull.TASK_ROUTING_ONLY)}",
         f"- {fixed_hull.ON_TASK_HULL}: {named(fixed_hull.ON_TASK_HULL)}",
         *([f"- no verdict (audit failed or not verified): {', '.join(withheld)}"] if withheld else []),
         "",
     ]
     explained = [r for r in agents if verdicts[r["method"]] == fixed_hull.TASK_ROUTING_ONLY]
-    lines += [f"{r['method']}'s routing gain ({_ci(r, 'routing_gain_pp', '+.1f')} pp) is explained by the benchmark label: "
+    lines += [f"{_tag(r)}'s routing gain ({_ci(r, 'routing_gain_pp', '+.1f')} pp) is explained by the benchmark label: "
               f"its content gain is {_ci(r, 'content_gain_pp', '+.1f')} pp." for r in explained]
-    return lines + ([""] if explained else [])
+    same = [r for r in result.rows if r.get("same_routes_as")]
+    lines += ([""] if explained else []) + [f"{r['method']} routes exactly as {r['same_routes_as']} (the same model for "
+                                            f"every held-out query, every seed): one router, not two." for r in same]
+    return lines + ([""] if same else [])
 
 
 def _markdown_headroom(result: CompareResult) -> list[str]:

@@ -21,15 +21,16 @@ import pandas as pd
 
 from routing_gym.envs import Reward
 from routing_gym.errors import UnknownNameError
-from routing_gym.eval import audit
+from routing_gym.eval import audit, familywise
 from routing_gym.eval import hull as fixed_hull
 from routing_gym.eval import mo_fronts
 from routing_gym.eval.compare.cells import PER_QUERY, CompareConfig, RunRecord
 from routing_gym.eval.pareto import hypervolume, pareto_front
 from routing_gym.eval.robustness import robustness_of_runs
 from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval, seed_spread
+from routing_gym.eval.yardstick import YARDSTICK_RULE, Yardsticks, train_yardsticks
 from routing_gym.tournament import Tournament
-from routing_gym.tournament.duplicates import duplicate_counts
+from routing_gym.tournament.duplicates import duplicate_counts, question_groups
 
 
 # Hypervolume reference: accuracy 0 and 1.1 x the most expensive fixed model's mean joules,
@@ -37,10 +38,10 @@ from routing_gym.tournament.duplicates import duplicate_counts
 HV_REFERENCE_FACTOR = 1.1
 _CI_METRICS = {"accuracy": "correct", "mean_energy_j": "energy_j", "mean_latency_s": "latency_s",
                "mean_power_w": "mean_power_w", "mean_reward": "rewards"}
-HULL_RULE = ("upper, non-decreasing concave hull of the fixed models' (mean J, accuracy) on the test split: what "
-             "randomly mixing fixed models reaches; routing gain = accuracy - hull accuracy at the method's mean J (pp), "
-             "joules saved = (hull J at the method's accuracy - method J) / hull J (%); outside the hull's range the "
-             "nearest end point is used and the row says so; intervals recompute hull and method per resample")
+HULL_RULE = (f"fixed-model yardstick, {YARDSTICK_RULE}; routing gain = accuracy - yardstick accuracy at the method's "
+             "mean J (pp); joules saved = 1 - method J / yardstick J at the method's accuracy (%), its interval on the log "
+             "ratio, none ('—') where the method is more accurate than every policy of the chain in more than the "
+             "interval's tail of resamples")
 
 
 @dataclass
@@ -57,6 +58,11 @@ class CompareResult:
     regret: dict[str, dict[str, Any]]  # method -> curves (bandit-feedback agents)
     elapsed_s: float = 0.0
     warnings: list[str] = field(default_factory=list)  # e.g. training and testing on one split
+
+    @property
+    def n_groups(self) -> int:
+        """Independent units of the bootstrap: held-out questions, copies of one text counted once."""
+        return int(len(set(question_groups(self.tournament.queries["prompt"].to_numpy()[self.test_rows]))))
 
     @property
     def failures(self) -> list[RunRecord]:
@@ -88,6 +94,7 @@ class CompareResult:
             "agents": sorted({r.method for r in self.runs if r.kind == "agent"}),
             "agent_kwargs": c.agent_kwargs,
             "intervals": (f"{c.confidence:.0%} percentile bootstrap over {len(self.test_rows)} held-out queries "
+                          f"(copies of a question resampled together: {self.n_groups} groups) "
                           f"({c.n_bootstrap} resamples, seed {c.bootstrap_seed}) of seed-averaged per-query values"),
             "invalid_actions": "count as wrong, cost 0 J / 0 s / 0 W, earn the invalid penalty",
             "hypervolume_reference": self.pareto["reference"],
@@ -103,6 +110,7 @@ def aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: n
     """Every finished run (fixed-model rows, then the cells in table order) as one ``CompareResult``."""
     methods = list(dict.fromkeys(r.method for r in runs))
     rows, per_benchmark, pooled = [], [], {}
+    routes_of: dict[bytes, str] = {}  # every seed's actions -> the first row that took exactly those
     for method in methods:
         mine = [r for r in runs if r.method == method]
         ok = [r for r in mine if r.status == "ok"]
@@ -118,6 +126,7 @@ def aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: n
             row.update(deployable_label="yes", training_feedback="")
         if ok:
             pooled[method] = {k: np.mean([r.per_query[k] for r in ok], axis=0) for k in PER_QUERY}
+            row["same_routes_as"] = _same_routes(ok, routes_of)
             for metric in _CI_METRICS:
                 spread = seed_spread([r.metrics.scalars()[metric] for r in ok])
                 row.update({metric: spread["mean"], f"{metric}_seed_sd": spread["sd"]})
@@ -150,9 +159,9 @@ def aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: n
     pareto = _pareto(rows, t, test_rows)
     pareto.update(hulls)
     # the same actions under every energy law the tournament records (derived tournaments only)
-    robust = robustness_of_runs(t, test_rows, runs, BootstrapPlan(len(test_rows), config.n_bootstrap,
-                                                                  config.bootstrap_seed), config.confidence,
-                                withheld={r["method"] for r in rows if audit.withheld(r["deployable_label"])})
+    robust = robustness_of_runs(t, test_rows, runs, resampled["plan"], config.confidence,
+                                withheld={r["method"] for r in rows if audit.withheld(r["deployable_label"])},
+                                train_rows=t.split_rows(config.train_split))
     if robust is not None:
         pareto["robustness"] = robust.to_dict()
         for r in rows:
@@ -176,63 +185,117 @@ _ACC, _J = list(_CI_METRICS).index("accuracy"), list(_CI_METRICS).index("mean_en
 
 def _resample(config: CompareConfig, t: Tournament, test_rows: np.ndarray,
               pooled: dict[str, dict[str, np.ndarray]]) -> dict[str, Any]:
-    """Every resampled mean the run reports, from one pass over one set of resamples: per
-    method ``[B, len(_CI_METRICS)]``, the fixed models' accuracy and joules ``[B, K]``, and
-    those of the task-aware hull's per-benchmark routes (chosen on the training split) ``[B, P]``."""
-    plan = BootstrapPlan(len(test_rows), config.n_bootstrap, config.bootstrap_seed)
+    """Every resampled mean the run reports, from one pass over one set of resamples (copies of a
+    question resampled together): per method ``[B, len(_CI_METRICS)]``, the fixed models'
+    accuracy and joules ``[B, K]``, and those of the per-benchmark routes ``[B, P]``; with the
+    yardsticks chosen on the training split (``eval/yardstick.py``)."""
+    plan = test_plan(config, t, test_rows)
     k, width = t.n_models, len(_CI_METRICS)
     train = t.split_rows(config.train_split)
-    routes = fixed_hull.task_routing(t.correct[train], t.energy_j[train], t.benchmark_codes[train], len(t.benchmarks))
-    codes, p = t.benchmark_codes[test_rows], len(routes)
-    route_values = [routes.per_query(t.correct[test_rows], codes), routes.per_query(t.energy_j[test_rows], codes)]
+    sticks = train_yardsticks(t.correct[train], t.energy_j[train], t.benchmark_codes[train], len(t.benchmarks),
+                              list(t.model_ids))
+    codes, p = t.benchmark_codes[test_rows], len(sticks.routes)
+    route_values = [sticks.routes.per_query(t.correct[test_rows], codes), sticks.routes.per_query(t.energy_j[test_rows], codes)]
     blocks = [np.stack([pooled[m][_CI_METRICS[c]] for c in _CI_METRICS], axis=1) for m in pooled]
     blocks += [t.correct[test_rows], t.energy_j[test_rows], *route_values]
     boot = plan.means(np.concatenate(blocks, axis=1))
     fixed = boot[:, len(pooled) * width:]
     return {
+        "plan": plan,
         "methods": {m: boot[:, i * width:(i + 1) * width] for i, m in enumerate(pooled)},
         "fixed_accuracy": fixed[:, :k],
         "fixed_energy_j": fixed[:, k:2 * k],
-        "routes": routes,
+        "yardsticks": sticks,
         "route_accuracy": (route_values[0].mean(axis=0), fixed[:, 2 * k:2 * k + p]),  # (test, resampled)
         "route_energy_j": (route_values[1].mean(axis=0), fixed[:, 2 * k + p:]),
     }
 
 
+def test_plan(config: CompareConfig, t: Tournament, test_rows: np.ndarray) -> BootstrapPlan:
+    """The run's one set of resamples over its held-out queries, copies of a question together."""
+    return BootstrapPlan.of_rows(t.queries["prompt"].to_numpy()[test_rows], config.n_bootstrap, config.bootstrap_seed)
+
+
 def _hull_gains(config: CompareConfig, t: Tournament, test_rows: np.ndarray, by_method: dict[str, dict[str, Any]],
                 resampled: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Both hulls on the test split, and each method's routing gain (pp), joules saved (%)
-    and content gain (pp) with paired intervals (hulls and method recomputed on the same
-    resamples; every method in one call per statistic, so each hull is built once per resample)."""
+    """Both yardsticks (chosen on train, evaluated on test), each method's routing gain (pp),
+    joules saved (%) and content gain (pp) with paired intervals (the yardsticks' policies and the
+    method on the same resamples; every method in one call), and the family-wise verdicts."""
+    sticks: Yardsticks = resampled["yardsticks"]
     fixed_acc, fixed_j = t.correct[test_rows].mean(axis=0), t.energy_j[test_rows].mean(axis=0)
     boot_acc, boot_j = resampled["fixed_accuracy"], resampled["fixed_energy_j"]
     (route_acc, boot_route_acc), (route_j, boot_route_j) = resampled["route_accuracy"], resampled["route_energy_j"]
-    hull = fixed_hull.fixed_model_hull(fixed_j, fixed_acc)
-    task_hull, task_record = fixed_hull.task_aware_hull(fixed_j, fixed_acc, resampled["routes"], route_j, route_acc,
-                                                        list(t.model_ids), t.benchmarks)
     methods = list(resampled["methods"])
     acc = np.array([by_method[m]["accuracy"] for m in methods])
     joules = np.array([by_method[m]["mean_energy_j"] for m in methods])
     boot_m_acc = np.stack([resampled["methods"][m][:, _ACC] for m in methods], axis=1)  # [B, M]
     boot_m_j = np.stack([resampled["methods"][m][:, _J] for m in methods], axis=1)
-    points = fixed_hull.hull_gains(fixed_j, fixed_acc, route_j, route_acc, joules, acc)
-    boot = fixed_hull.hull_gains(boot_j, boot_acc, boot_route_j, boot_route_acc, boot_m_j, boot_m_acc)
-    positions = {"routing_gain_pp": [hull.gain_position(j) for j in joules],
-                 "joules_saved_pct": [hull.saving_position(a) for a in acc],
-                 "content_gain_pp": [task_hull.gain_position(j) for j in joules]}
-    for name in points:
-        low, high = percentile_interval(boot[name], config.confidence)
-        for i, method in enumerate(methods):
-            interval = (_snap(low[i]), _snap(high[i]))
-            if by_method[method]["kind"] == "fixed-model" and name != "content_gain_pp":
-                interval = (None, None)  # a point of the fixed-model hull itself: on it (0) or a distance below
-            by_method[method].update({name: _snap(points[name][i]), f"{name}_ci_low": interval[0],
-                                      f"{name}_ci_high": interval[1], f"{name}_vs": positions[name][i]})
+    points = sticks.gains(fixed_j, fixed_acc, route_j, route_acc, joules, acc)
+    boot = sticks.gains(boot_j, boot_acc, boot_route_j, boot_route_acc, boot_m_j, boot_m_acc)
+    candidates_j, candidates_acc = fixed_hull.task_aware_points(fixed_j, fixed_acc, route_j, route_acc)
+    fixed_record, task_record = (stick.record(candidates_j, candidates_acc) for stick in (sticks.fixed, sticks.task))
+    dearest = {"routing_gain_pp": fixed_record["energy_j"][-1], "content_gain_pp": task_record["energy_j"][-1]}
+    tail = (1 - config.confidence) / 2
+    for i, method in enumerate(methods):
+        row = by_method[method]
+        for name in ("routing_gain_pp", "content_gain_pp"):
+            low, high = percentile_interval(boot[name][:, i], config.confidence)
+            row.update({name: _snap(points[name][i]), f"{name}_ci_low": _snap(low), f"{name}_ci_high": _snap(high),
+                        f"{name}_vs": (fixed_hull.WITHIN if joules[i] <= dearest[name] * (1 + 1e-9)
+                                       else fixed_hull.COSTLIER_THAN_HULL)})
+        # joules saved: only where the method is no more accurate than the chain's top in all but the tail
+        defined = np.isfinite(boot["log_joules_ratio"][:, i])
+        saved = {"joules_saved_pct": _snap(points["joules_saved_pct"][i]) if np.isfinite(points["joules_saved_pct"][i]) else None,
+                 "joules_saved_pct_ci_low": None, "joules_saved_pct_ci_high": None,
+                 "joules_saved_pct_vs": fixed_hull.WITHIN if defined.mean() >= 1 - tail else fixed_hull.MORE_ACCURATE_THAN_HULL}
+        if saved["joules_saved_pct_vs"] == fixed_hull.WITHIN and saved["joules_saved_pct"] is not None:
+            low, high = np.percentile(boot["log_joules_ratio"][defined, i], [100 * tail, 100 * (1 - tail)])
+            saved.update(joules_saved_pct_ci_low=_snap(-100 * np.expm1(-low)), joules_saved_pct_ci_high=_snap(-100 * np.expm1(-high)))
+        row.update(saved)
+        row["on_yardstick"] = row["kind"] == "fixed-model" and t.model_ids.index(row["top1_model"]) in sticks.fixed.index
+    _family_verdicts(config, methods, by_method, points, boot)
     return {
-        "hull": {"models": [t.model_ids[i] for i in hull.vertex_index], "energy_j": hull.energy_j.tolist(),
-                 "accuracy": hull.accuracy.tolist(), "max_fixed_energy_j": float(fixed_j.max()), "rule": HULL_RULE},
-        "task_hull": task_record,
+        "hull": {"models": fixed_record["vertices"], "energy_j": fixed_record["energy_j"],
+                 "accuracy": fixed_record["accuracy"], "train_energy_j": fixed_record["train_energy_j"],
+                 "train_accuracy": fixed_record["train_accuracy"], "max_fixed_energy_j": float(fixed_j.max()),
+                 "rule": HULL_RULE},
+        "task_hull": {**task_record, "max_energy_j": float(candidates_j.max()),
+                      "routes": [{**r, "test_accuracy": float(a), "test_energy_j": float(j)} for r, a, j in
+                                 zip(sticks.routes.describe(t.benchmarks, list(t.model_ids)), route_acc, route_j)],
+                      "rule": fixed_hull.TASK_HULL_RULE},
     }
+
+
+def _family_verdicts(config: CompareConfig, methods: list[str], by_method: dict[str, dict[str, Any]],
+                     points: dict[str, np.ndarray], boot: dict[str, np.ndarray]) -> None:
+    """Romano-Wolf step-down over the deployable, verified agent rows' routing and content gains
+    (``eval/familywise.py``): each row gets ``<gain>_fw`` ("above", "below" or "") and the first
+    step's simultaneous bounds; other rows are outside the family ("" and no bounds)."""
+    family = [i for i, m in enumerate(methods) if by_method[m]["kind"] != "fixed-model" and by_method[m]["deployable"]
+              and not audit.withheld(by_method[m]["deployable_label"])]
+    names = ("routing_gain_pp", "content_gain_pp")
+    for m in methods:
+        by_method[m].update({f"{n}_fw": familywise.NONE for n in names})
+    if not family:
+        return
+    estimate = np.concatenate([points[n][family] for n in names])
+    resampled = np.concatenate([boot[n][:, family] for n in names], axis=1)
+    decision = familywise.stepdown(estimate, resampled, 1 - config.confidence)
+    for j, (n, i) in enumerate((n, i) for n in names for i in family):
+        by_method[methods[i]].update({f"{n}_fw": decision.decisions[j], f"{n}_fw_low": _maybe(decision.low[j]),
+                                      f"{n}_fw_high": _maybe(decision.high[j])})
+
+
+def _maybe(value: float) -> float | None:
+    return None if not np.isfinite(value) else _snap(value)
+
+
+def _same_routes(ok: list[RunRecord], routes_of: dict[bytes, str]) -> str:
+    """The earlier row whose every seed sent every held-out query where this row's seeds did ("" if
+    none): a reader should not count two rows that route identically as two routers."""
+    key = b"".join(sorted({np.asarray(r.per_query["actions"], dtype=np.int64).tobytes() for r in ok}))
+    first = routes_of.setdefault(key, ok[0].method)
+    return "" if first == ok[0].method else first
 
 
 def _snap(value: float) -> float:

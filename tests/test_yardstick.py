@@ -1,0 +1,100 @@
+"""The yardstick fixed on train, the family-wise rule, and resampling copies of a question together."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from routing_gym.eval import familywise
+from routing_gym.eval.stats import BootstrapPlan
+from routing_gym.eval.yardstick import NULL_POLICY, Yardstick, train_yardsticks
+
+
+def test_the_chain_is_chosen_on_train_and_starts_at_the_null_policy():
+    # a (10 J, 20 %) lies below the line from (0, 0) to b (20 J, 50 %): not a policy of the chain
+    stick = Yardstick.chosen_on_train(np.array([10.0, 20.0, 40.0, 15.0]), np.array([0.2, 0.5, 0.6, 0.25]), list("abcd"))
+    assert stick.names == ["b", "c"] and stick.index.tolist() == [1, 2]
+    test_j, test_acc = np.array([11.0, 19.0, 42.0, 15.0]), np.array([0.9, 0.45, 0.62, 0.9])
+    # d and a are far better on test: the yardstick does not move to them (no re-enveloping on test)
+    chain_j, chain_acc = stick.chain(test_j, test_acc)
+    assert chain_j.tolist() == [0.0, 19.0, 42.0] and chain_acc.tolist() == [0.0, 0.45, 0.62]
+    at = stick.accuracy_at(test_j, test_acc, np.array([0.0, 9.5, 19.0, 30.5, 42.0, 1e6]))
+    np.testing.assert_allclose(at, [0.0, 0.225, 0.45, 0.535, 0.62, 0.62])  # a line from 0, mixes, flat beyond
+    assert stick.gain(test_j, test_acc, 15.0, 0.9) == pytest.approx(0.9 - 0.45 * 15 / 19)
+    np.testing.assert_allclose(stick.joules_at(test_j, test_acc, np.array([0.0, 0.225, 0.535, 0.62])), [0.0, 9.5, 30.5, 42.0])
+    assert np.isnan(stick.joules_at(test_j, test_acc, 0.7))  # more accurate than every policy: no joules saved
+    assert stick.record(test_j, test_acc)["vertices"] == [NULL_POLICY, "b", "c"]
+
+
+def test_a_policy_cheaper_on_test_than_its_predecessor_is_passed_not_reordered():
+    stick = Yardstick.chosen_on_train(np.array([10.0, 20.0]), np.array([0.4, 0.6]), ["x", "y"])
+    chain_j, _ = stick.chain(np.array([10.0, 8.0]), np.array([0.4, 0.6]))
+    assert chain_j.tolist() == [0.0, 10.0, 10.0]  # running maximum: y's segment has no width
+    assert stick.accuracy_at(np.array([10.0, 8.0]), np.array([0.4, 0.6]), 12.0) == pytest.approx(0.6)
+
+
+def test_every_resample_reads_the_same_policies():
+    stick = Yardstick.chosen_on_train(np.array([10.0, 20.0, 40.0]), np.array([0.3, 0.5, 0.6]), list("abc"))
+    boot_j = np.array([[10.0, 20.0, 40.0], [12.0, 18.0, 44.0]])
+    boot_acc = np.array([[0.3, 0.5, 0.6], [0.7, 0.48, 0.61]])  # resample 2: a looks lucky; still no re-enveloping
+    gains = stick.gain(boot_j, boot_acc, np.array([10.0, 12.0]), np.array([0.3, 0.7]))
+    assert gains[0] == pytest.approx(0.0, abs=1e-12) and gains[1] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_label_router_on_the_chain_has_content_gain_exactly_zero():
+    rng = np.random.default_rng(0)
+    n, k = 2000, 3
+    codes = rng.integers(0, 2, n)
+    skill = np.array([[0.9, 0.3, 0.6], [0.2, 0.8, 0.6]])  # benchmark 0 -> model 0, benchmark 1 -> model 1
+    correct = (rng.random((n, k)) < skill[codes]).astype(float)
+    energy = np.tile([10.0, 10.0, 30.0], (n, 1))
+    train, test = np.arange(1000), np.arange(1000, n)
+    sticks = train_yardsticks(correct[train], energy[train], codes[train], 2, ["m0", "m1", "m2"])
+    label = np.where(codes[test] == 0, 0, 1)
+    route_c, route_e = (sticks.routes.per_query(v[test], codes[test]) for v in (correct, energy))
+    method_acc, method_j = correct[test][np.arange(1000), label].mean(), 10.0
+    gains = sticks.gains(energy[test].mean(0), correct[test].mean(0), route_e.mean(0), route_c.mean(0),
+                         np.array([method_j]), np.array([method_acc]))
+    assert gains["content_gain_pp"][0] == pytest.approx(0.0, abs=1e-9)
+    assert gains["routing_gain_pp"][0] > 20  # far above mixing fixed models
+
+
+def test_stepdown_rejects_real_effects_and_leaves_nulls_and_constants_alone():
+    rng = np.random.default_rng(1)
+    b = 4000
+    noise = rng.normal(size=(b, 4))
+    estimate = np.array([5.0, -4.0, 0.3, 0.0])
+    resampled = estimate + noise
+    resampled[:, 3] = 0.0  # no spread: outside the family
+    decision = familywise.stepdown(estimate, resampled, 0.05)
+    assert decision.decisions == [familywise.ABOVE, familywise.BELOW, familywise.NONE, familywise.NONE]
+    assert np.isnan(decision.low[3]) and decision.critical > 1.96  # wider than a marginal 95 % bound
+    assert decision.steps >= 2  # the second step tests the rest against a smaller family
+    with pytest.raises(ValueError, match="finite"):
+        familywise.stepdown(np.array([1.0]), np.array([[np.nan]] * 20))
+
+
+def test_stepdown_controls_the_familywise_rate_under_the_null():
+    rng = np.random.default_rng(2)
+    false = 0
+    for _ in range(200):
+        data = rng.normal(size=(100, 10))  # 10 true-zero means
+        plan = BootstrapPlan(100, 300, seed=int(rng.integers(1 << 30)))
+        decision = familywise.stepdown(data.mean(0), plan.means(data), 0.05)
+        false += any(d != familywise.NONE for d in decision.decisions)
+    assert false / 200 < 0.11  # nominal 5 %; marginal 95 % intervals would give ~40 %
+
+
+def test_copies_of_a_question_are_resampled_together():
+    values = np.arange(6, dtype=float)
+    plan = BootstrapPlan.of_rows(["q a", "Q  A", "b", "c", "c", "d"], n_resamples=500, seed=3)
+    assert plan.n_groups == 4
+    counts = np.concatenate(list(plan._counts()))
+    np.testing.assert_array_equal(counts[:, 0], counts[:, 1])  # the two copies always drawn together
+    np.testing.assert_array_equal(counts[:, 3], counts[:, 4])
+    assert (counts.sum(axis=1) != 6).any()  # a resample holds as many rows as its groups have
+    means = plan.means(values)
+    np.testing.assert_allclose(means, counts @ values / counts.sum(axis=1))
+    # without copies the plan is the plain row bootstrap, draw for draw
+    plain = BootstrapPlan(6, 500, seed=3).means(values)
+    np.testing.assert_array_equal(BootstrapPlan.of_rows(list("abcdef"), 500, seed=3).means(values), plain)
