@@ -228,7 +228,7 @@ def test_withheld_rows_get_no_energy_law_verdict():
     energies = {law: np.array([1.0, 4.0, 9.0]) * scale * rng.uniform(0.9, 1.1, (400, 3)) for law, scale in (("a", 1), ("b", 2))}
     oracle_like = correct.argmax(axis=1)
     robust = verdict_robustness(correct, energies, {"peek": oracle_like, "peek-withheld": oracle_like}, ["s", "m", "l"],
-                                BootstrapPlan(400, 200, 0), withheld={"peek-withheld"})
+                                BootstrapPlan(400, 200, 0), withheld={"peek-withheld"}, train=(correct, energies))
     for law in ("a", "b"):
         assert robust.per_law[law].verdicts["peek"] == ROUTES
         assert robust.per_law[law].verdicts["peek-withheld"] == NO_VERDICT
@@ -272,7 +272,7 @@ def test_without_the_audit_no_row_is_called_deployable():
     assert result.row("knn")["deployable_label"] == result.row("cheat-private")["deployable_label"] == "unverified (audit off)"
     assert result.row("oracle")["deployable_label"] == "no"
     table = markdown_report(result)
-    assert "knn" not in routes_line(table) and "knn" in table.split("above the hull, not verified")[1].splitlines()[0]
+    assert "knn" not in routes_line(table) and "knn (unverified (audit off))" in table.split("- no verdict: ")[1].splitlines()[0]
     assert not any("knn" in line or "cheat-private" in line for line in verdict_lines(table))
     assert "knn" not in result.pareto["front_deployable"] and result.row("knn")["deployable"] is False
 

@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from routing_gym.eval.yardstick import MORE_ACCURATE_THAN_CHAIN, NULL_POLICY, Yardstick
+
 from routing_gym.cli import main
 from routing_gym.eval.compare import FIXED_PREFIX, CompareConfig, markdown_report, run_compare, write_outputs
 from routing_gym_agents import Agent, FitContext, ObservationBatch, register_agent
@@ -292,51 +294,52 @@ def test_cli_compare_and_errors(tmp_path, tournament, capsys):
     assert code == 1 and "1 run(s) failed: ext-failing seed 1" in capsys.readouterr().out
 
 
-def test_hull_gain_in_every_output(outputs, tournament):
+def test_yardstick_gains_in_every_output(outputs, tournament):
     result, _, out = outputs
     rows = result.test_rows
-    fixed_acc, fixed_j = tournament.correct[rows].mean(axis=0), tournament.energy_j[rows].mean(axis=0)
     hull = result.pareto["hull"]
-    assert set(hull["models"]) <= set(tournament.model_ids) and hull["energy_j"] == sorted(hull["energy_j"])
+    # the chain is chosen on train: the null policy, then the fixed models of the train hull, in order
+    train = tournament.split_rows("train")
+    stick = Yardstick.chosen_on_train(tournament.energy_j[train].mean(axis=0), tournament.correct[train].mean(axis=0),
+                                      tournament.model_ids)
+    assert hull["models"] == [NULL_POLICY, *stick.names] and hull["energy_j"][0] == hull["accuracy"][0] == 0.0
+    fixed_acc, fixed_j = tournament.correct[rows].mean(axis=0), tournament.energy_j[rows].mean(axis=0)
+    np.testing.assert_allclose(hull["accuracy"][1:], fixed_acc[stick.index])  # ... evaluated on test
+    assert hull["energy_j"] == sorted(hull["energy_j"])
     for r in result.rows:
         if not r["seeds_ok"]:
             continue
-        # the gain from the hull's own vertices, by interpolation (np.interp clamps like the hull does)
+        # the gain from the chain's test points, by interpolation (np.interp is flat beyond the last, like the chain)
         expected = 100 * (r["accuracy"] - np.interp(r["mean_energy_j"], hull["energy_j"], hull["accuracy"]))
         assert r["routing_gain_pp"] == pytest.approx(expected, abs=1e-9)
-        if r["kind"] == "fixed-model":  # no fixed model lies above the hull; its vertices lie on it; no interval
-            assert r["routing_gain_pp"] <= 1e-9 and r["joules_saved_pct"] <= 1e-9
-            assert r["routing_gain_pp_ci_low"] is None and r["joules_saved_pct_ci_high"] is None
-            if r["method"].removeprefix(FIXED_PREFIX) in hull["models"]:
-                assert r["routing_gain_pp"] == 0.0
-        else:
-            assert r["routing_gain_pp_ci_low"] <= r["routing_gain_pp"] + 1e-9 <= r["routing_gain_pp_ci_high"] + 2e-9
+        assert r["routing_gain_pp_ci_low"] <= r["routing_gain_pp"] + 1e-9 <= r["routing_gain_pp_ci_high"] + 2e-9
+        if r["joules_saved_pct"] is not None and r["joules_saved_pct_ci_low"] is not None:
             assert r["joules_saved_pct_ci_low"] <= r["joules_saved_pct_ci_high"]
-    cheapest = FIXED_PREFIX + tournament.model_ids[int(fixed_j.argmin())]
-    assert result.row(cheapest)["routing_gain_pp_vs"] == "within"
-    # a method more accurate than every fixed model is compared with the most accurate one, and says so
+        if r["kind"] == "fixed-model" and r["method"].removeprefix(FIXED_PREFIX) in stick.names:
+            assert r["routing_gain_pp"] == r["routing_gain_pp_ci_low"] == r["routing_gain_pp_ci_high"] == 0.0
+            assert r["on_yardstick"]
+    # an invalid action costs 0 J and is wrong: ext-invalid sits between the null point and model 1
     invalid = result.row("ext-invalid")
+    assert invalid["routing_gain_pp_vs"] == "within"
+    # a row more accurate than every chain policy has no joules saved, and says so
     for r in result.rows:
-        if r["seeds_ok"] and r["accuracy"] > fixed_acc.max() + 1e-9:
-            assert r["joules_saved_pct_vs"].startswith("more accurate than every fixed model")
-            best = int(np.lexsort((fixed_j, -fixed_acc))[0])
-            assert r["joules_saved_pct"] == pytest.approx(100 * (fixed_j[best] - r["mean_energy_j"]) / fixed_j[best])
+        if r["seeds_ok"] and r["accuracy"] > max(hull["accuracy"]) + 1e-9:
+            assert r["joules_saved_pct"] is None and r["joules_saved_pct_vs"] == MORE_ACCURATE_THAN_CHAIN
     summary = pd.read_csv(out / "summary.csv")
-    assert {"routing_gain_pp", "routing_gain_pp_ci_low", "joules_saved_pct", "joules_saved_pct_vs"} <= set(summary.columns)
+    assert {"routing_gain_pp", "routing_gain_pp_ci_low", "routing_gain_pp_fw", "joules_saved_pct",
+            "joules_saved_pct_vs", "same_routes_as"} <= set(summary.columns)
     payload = json.loads((out / "results.json").read_text())
     assert payload["pareto"]["hull"]["models"] == hull["models"] and "routing_gain_pp_ci_high" in payload["rows"][0]
     table = (out / "table.md").read_text()
-    assert "Routing gain pp [95% CI]" in table and "## Routing gain over the fixed-model hull" in table
+    assert "Routing gain pp [95% CI]" in table and "## Routing gain over the fixed-model yardstick" in table
     assert f"{invalid['routing_gain_pp']:+.1f} [" in table
-    for r in result.rows:  # a fixed model: on the hull, or its distance below it, never an interval
-        if r["kind"] == "fixed-model" and r["seeds_ok"]:
+    for r in result.rows:  # a fixed model the chain passes through is on the yardstick
+        if r["kind"] == "fixed-model" and r["seeds_ok"] and r["on_yardstick"]:
             line = next(x for x in table.splitlines() if x.startswith(f"| {r['method']} |"))
-            gain = "on the hull" if r["routing_gain_pp"] == 0 else f"{r['routing_gain_pp']:+.1f} below the hull"
-            assert f"| {gain} |" in line and "[" not in line.split("|")[6]
-    outside = any(r.get("routing_gain_pp_vs", "within") != "within" or r.get("joules_saved_pct_vs", "within") != "within"
-                  for r in result.rows)
+            assert "| on the yardstick |" in line
+    beyond = any(r.get("joules_saved_pct_vs", "within") != "within" for r in result.rows)
     table_rows = "\n".join(line for line in table.splitlines() if line.startswith("| "))
-    assert outside == ("(vs most accurate)" in table_rows or "(vs cheapest)" in table_rows)
+    assert beyond == ("— (beyond)" in table_rows)
 
 
 @pytest.fixture

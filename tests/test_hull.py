@@ -25,16 +25,13 @@ def test_vertices_skip_interior_dominated_tied_and_edge_points():
 def test_a_more_accurate_cheaper_model_dominates_the_rest():
     hull = H.fixed_model_hull(np.array([5.0, 10.0, 20.0]), np.array([0.9, 0.5, 0.7]))
     assert hull.vertex_index.tolist() == [0]
-    # every budget reaches 0.9; reaching any accuracy up to 0.9 costs 5 J
+    # every budget reaches 0.9
     assert np.allclose(H.hull_accuracy_at([5.0, 10.0, 20.0], [0.9, 0.5, 0.7], [5.0, 15.0, 100.0]), 0.9)
-    assert np.allclose(H.hull_joules_at([5.0, 10.0, 20.0], [0.9, 0.5, 0.7], [0.3, 0.9]), 5.0)
 
 
 def test_hull_values_interpolate_between_vertices_and_clamp_outside():
     acc = H.hull_accuracy_at(POINTS_J, POINTS_ACC, np.array([5.0, 10.0, 15.0, 30.0, 40.0, 60.0, 90.0]))
     assert np.allclose(acc, [0.40, 0.40, 0.50, 0.65, 0.70, 0.80, 0.80])
-    joules = H.hull_joules_at(POINTS_J, POINTS_ACC, np.array([0.1, 0.40, 0.50, 0.70, 0.80, 0.95]))
-    assert np.allclose(joules, [10.0, 10.0, 15.0, 40.0, 60.0, 60.0])
 
 
 def best_mix_by_brute_force(xs: np.ndarray, ys: np.ndarray, budget: float) -> float:
@@ -61,8 +58,6 @@ def test_vertex_chain_matches_brute_force_mixes_on_random_points():
         expected = np.interp(grid, hull.energy_j, hull.accuracy)  # np.interp clamps to the end points
         assert np.allclose(H.hull_accuracy_at(xs, ys, grid), expected)
         assert np.allclose(expected, [best_mix_by_brute_force(xs, ys, x) for x in grid])
-        targets = np.linspace(0, 1, 41)
-        assert np.allclose(H.hull_joules_at(xs, ys, targets), np.interp(targets, hull.accuracy, hull.energy_j))
         # no fixed model lies above its own hull
         assert np.all(H.routing_gain(xs, ys, xs, ys) <= 1e-12)
 
@@ -79,12 +74,6 @@ def test_batched_over_resamples():
 def test_gain_and_saving_of_hand_made_methods():
     gain = H.routing_gain(POINTS_J, POINTS_ACC, np.array([30.0, 30.0]), np.array([0.70, 0.60]))
     assert np.allclose(gain, [0.05, -0.05])
-    # 0.65 accuracy costs a mix 30 J; 24 J saves 20 %, 36 J spends 20 % more
-    assert np.allclose(H.joules_saved(POINTS_J, POINTS_ACC, np.array([24.0, 36.0]), np.array([0.65, 0.65])), [0.2, -0.2])
-    hull = H.fixed_model_hull(POINTS_J, POINTS_ACC)
-    assert hull.gain_position(5.0) == H.CHEAPER_THAN_HULL and hull.gain_position(70.0) == H.COSTLIER_THAN_HULL
-    assert hull.gain_position(30.0) == H.WITHIN
-    assert hull.saving_position(0.9) == H.MORE_ACCURATE_THAN_HULL and hull.saving_position(0.3) == H.LESS_ACCURATE_THAN_HULL
 
 
 def test_random_mix_of_two_fixed_models_has_no_gain():

@@ -19,6 +19,11 @@ RATES = {0: (0.8, 0.3, 0.9), 1: (0.2, 0.7, 0.9)}
 JOULES = np.array([10.0, 20.0, 100.0])
 
 
+def content_gain(fixed_j, fixed_acc, task_j, task_acc, method_j, method_acc):
+    """Gain over the hull of the given fixed-model and route points (the geometry the yardstick's chain is chosen with)."""
+    return H.routing_gain(*H.task_aware_points(fixed_j, fixed_acc, task_j, task_acc), method_j, method_acc)
+
+
 def two_benchmarks() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     codes = np.repeat([0, 1], 10)
     correct = np.zeros((20, 3))
@@ -46,8 +51,8 @@ def test_task_routes_and_vertices_of_a_hand_made_two_benchmark_tournament():
     assert H.fixed_model_hull(fixed_j, fixed_acc).vertex_index.tolist() == [0, 2]
     # a method at 15 J and 70 %: 24.4 pp above mixing fixed models, 5 pp below benchmark routing
     assert H.routing_gain(fixed_j, fixed_acc, 15.0, 0.70) == pytest.approx(0.70 - (0.5 + 0.4 * 5 / 90))
-    assert H.content_gain(fixed_j, fixed_acc, task_j, task_acc, 15.0, 0.70) == pytest.approx(-0.05)
-    assert H.content_gain(fixed_j, fixed_acc, task_j, task_acc, 35.0, 0.85) == pytest.approx(0.85 - 0.80)
+    assert content_gain(fixed_j, fixed_acc, task_j, task_acc, 15.0, 0.70) == pytest.approx(-0.05)
+    assert content_gain(fixed_j, fixed_acc, task_j, task_acc, 35.0, 0.85) == pytest.approx(0.85 - 0.80)
 
 
 def test_equals_the_fixed_model_hull_on_one_benchmark():
@@ -62,7 +67,7 @@ def test_equals_the_fixed_model_hull_on_one_benchmark():
         task_j = routes.per_query(test_j, np.zeros(30, int)).mean(axis=0)
         fixed_acc, fixed_j = test_c.mean(axis=0), test_j.mean(axis=0)
         grid = np.linspace(0, 120, 61)
-        np.testing.assert_allclose(H.content_gain(fixed_j, fixed_acc, task_j, task_acc, grid, 0.5),
+        np.testing.assert_allclose(content_gain(fixed_j, fixed_acc, task_j, task_acc, grid, 0.5),
                                    H.routing_gain(fixed_j, fixed_acc, grid, 0.5), atol=1e-12)
 
 
@@ -71,9 +76,9 @@ def test_task_aware_hull_broadcasts_over_resamples_and_never_lies_below_the_fixe
     fixed_j, fixed_acc = rng.uniform(1, 100, (40, 4)), rng.uniform(0, 1, (40, 4))
     task_j, task_acc = rng.uniform(1, 100, (40, 6)), rng.uniform(0, 1, (40, 6))
     method_j, method_acc = rng.uniform(0, 110, 40), rng.uniform(0, 1, 40)
-    batched = H.content_gain(fixed_j, fixed_acc, task_j, task_acc, method_j, method_acc)
+    batched = content_gain(fixed_j, fixed_acc, task_j, task_acc, method_j, method_acc)
     assert batched.shape == (40,)
-    one_by_one = [H.content_gain(fixed_j[b], fixed_acc[b], task_j[b], task_acc[b], method_j[b], method_acc[b]) for b in range(40)]
+    one_by_one = [content_gain(fixed_j[b], fixed_acc[b], task_j[b], task_acc[b], method_j[b], method_acc[b]) for b in range(40)]
     np.testing.assert_allclose(batched, one_by_one)
     # more points to mix: never lower, wherever a fixed mix exists (below the cheapest fixed
     # model both hulls compare with an end point instead, and those may differ)
@@ -105,8 +110,8 @@ def _resampled_gains(t, actions: np.ndarray, n_bootstrap: int = 1000) -> tuple[f
     boot = BootstrapPlan(n, n_bootstrap, seed=0).means(block)
     fixed_acc, fixed_j = boot[:, :k], boot[:, k:2 * k]
     task_acc, task_j = boot[:, 2 * k:2 * k + p], boot[:, 2 * k + p:2 * k + 2 * p]
-    content = H.content_gain(fixed_j, fixed_acc, task_j, task_acc, boot[:, -1], boot[:, -2])
-    point = H.content_gain(energy.mean(0), correct.mean(0), routes.per_query(energy, codes).mean(0),
+    content = content_gain(fixed_j, fixed_acc, task_j, task_acc, boot[:, -1], boot[:, -2])
+    point = content_gain(energy.mean(0), correct.mean(0), routes.per_query(energy, codes).mean(0),
                            routes.per_query(correct, codes).mean(0), picked_j.mean(), picked_c.mean())
     routing = H.routing_gain(energy.mean(0), correct.mean(0), picked_j.mean(), picked_c.mean())
     low, high = np.percentile(content, [2.5, 97.5])

@@ -62,7 +62,7 @@ from routing_gym.eval.pareto import pareto_front
 from routing_gym.eval.robustness import energy_under_laws, markdown_lines, verdict_robustness
 from routing_gym.tournament.scoring import score_actions
 from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval
-from routing_gym.eval.yardstick import YARDSTICK_RULE, Yardstick, train_yardsticks
+from routing_gym.eval.yardstick import DEARER_THAN_CHAIN, WITHIN, YARDSTICK_RULE, Yardstick, train_yardsticks
 from routing_gym.tournament import Tournament
 
 KnobTarget = Literal["act", "fit", "reward"]
@@ -483,8 +483,8 @@ def _analyse(config: FrontierConfig, t: Tournament, test_rows: np.ndarray,
             for tag, stick in yardsticks.items():
                 name = "routing_gain" if not tag else "content_gain"
                 p.stats[f"{name}_pp"] = float(100 * stick.gain(*candidates, p.test_energy_j, p.test_accuracy))
-                p.stats[f"{name}_vs"] = (fixed_hull.WITHIN if p.test_energy_j <= chain_end[tag] * (1 + 1e-9)
-                                         else fixed_hull.COSTLIER_THAN_HULL)
+                p.stats[f"{name}_vs"] = (WITHIN if p.test_energy_j <= chain_end[tag] * (1 + 1e-9)
+                                         else DEARER_THAN_CHAIN)
                 resampled[f"{name}_pp"] = 100 * stick.gain(*boot_candidates, boot_points[:, i, 1], boot_points[:, i, 0])
             for metric, values in resampled.items():
                 low, high = percentile_interval(values, config.confidence)
@@ -661,7 +661,7 @@ def markdown_report(result: FrontierResult) -> str:
     for c in result.curves:
         for p in c.selected:
             st = p.stats
-            marks = {name: "" if st.get(f"{name}_vs", fixed_hull.WITHIN) == fixed_hull.WITHIN else " (outside the hull's range)"
+            marks = {name: "" if st.get(f"{name}_vs", WITHIN) == WITHIN else " (flat: beyond the chain)"
                      for name in ("routing_gain", "content_gain")}
             lines.append(
                 f"| {c.agent} | {c.knob.parameter}={p.value:g} | {100 * p.validation_accuracy:.1f} / {p.validation_energy_j:,.1f} | "

@@ -44,12 +44,6 @@ from typing import Any
 
 import numpy as np
 
-# Labels of where a method lies relative to the hull's range (stored in every output).
-WITHIN = "within"
-CHEAPER_THAN_HULL = "cheaper than every fixed model: compared with the cheapest end point"
-COSTLIER_THAN_HULL = "beyond the most accurate fixed model: compared with it"
-LESS_ACCURATE_THAN_HULL = "less accurate than the cheapest fixed model: compared with it"
-MORE_ACCURATE_THAN_HULL = "more accurate than every fixed model: compared with the most accurate"
 TASK_ROUTE_PREFIX = "per-benchmark #"  # the task-aware hull's routes in outputs
 # What a method's two gains say, in words (``content_verdict``).
 BEYOND_TASK_LABEL = "routes beyond the task label"
@@ -82,17 +76,6 @@ def hull_accuracy_at(energy_j: np.ndarray, accuracy: np.ndarray, joules: np.ndar
     vx, vy, _, n = _vertex_chain(*_points(energy_j, accuracy))
     x = np.asarray(joules, dtype=np.float64)
     return _interpolate(vx, vy, n, x, (vx <= x[..., None]).sum(axis=-1))
-
-
-def hull_joules_at(energy_j: np.ndarray, accuracy: np.ndarray, target_accuracy: np.ndarray) -> np.ndarray:
-    """Least mean joules with which a random mix of the points reaches ``target_accuracy``.
-
-    Above the most accurate point (no mix gets there) its joules are returned (the nearest
-    end point; among equally accurate points the cheapest).
-    """
-    vx, vy, _, n = _vertex_chain(*_points(energy_j, accuracy))
-    a = np.asarray(target_accuracy, dtype=np.float64)
-    return _interpolate(vy, vx, n, a, (vy < a[..., None]).sum(axis=-1))
 
 
 def hull_vertices(energy_j: np.ndarray, accuracy: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -172,21 +155,6 @@ class Hull:
     def accuracy_range(self) -> tuple[float, float]:
         return float(self.accuracy[0]), float(self.accuracy[-1])
 
-    def gain_position(self, joules: float) -> str:
-        """Where a method's mean joules lie relative to the hull (one of the labels above);
-        an end point's own value, up to float rounding, is within."""
-        low, high = _widen(*self.joule_range)
-        return CHEAPER_THAN_HULL if joules < low else COSTLIER_THAN_HULL if joules > high else WITHIN
-
-    def saving_position(self, accuracy: float) -> str:
-        low, high = _widen(*self.accuracy_range)
-        return LESS_ACCURATE_THAN_HULL if accuracy < low else MORE_ACCURATE_THAN_HULL if accuracy > high else WITHIN
-
-
-def _widen(low: float, high: float) -> tuple[float, float]:
-    """The range plus float dust: a mean computed in another order may differ in the last bits."""
-    return low - 1e-9 * max(1.0, abs(low)), high + 1e-9 * max(1.0, abs(high))
-
 
 def fixed_model_hull(energy_j: np.ndarray, accuracy: np.ndarray) -> Hull:
     """Vertices of the upper, non-decreasing concave hull of ``[K]`` points (monotone chain).
@@ -207,16 +175,6 @@ def routing_gain(
     """Method accuracy minus the hull's accuracy at the method's mean joules (a fraction;
     x 100 for pp). Broadcasts: points ``[..., K]``, method values ``[...]``."""
     return np.asarray(method_accuracy, dtype=np.float64) - hull_accuracy_at(energy_j, accuracy, method_energy_j)
-
-
-def joules_saved(
-    energy_j: np.ndarray, accuracy: np.ndarray, method_energy_j: np.ndarray, method_accuracy: np.ndarray
-) -> np.ndarray:
-    """Share of the hull's joules at the method's accuracy that the method does not spend
-    (a fraction; x 100 for %; negative when the method spends more than a mix would)."""
-    hull_j = hull_joules_at(energy_j, accuracy, method_accuracy)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return (hull_j - np.asarray(method_energy_j, dtype=np.float64)) / hull_j
 
 
 # ---------------------------------------------------------------------- the task-aware hull
@@ -302,16 +260,6 @@ def task_aware_points(
     routes (``[..., P]``), as ``[..., K + P]`` joules and accuracy."""
     return (np.concatenate([np.asarray(fixed_energy_j, float), np.asarray(task_energy_j, float)], axis=-1),
             np.concatenate([np.asarray(fixed_accuracy, float), np.asarray(task_accuracy, float)], axis=-1))
-
-
-def content_gain(
-    fixed_energy_j: np.ndarray, fixed_accuracy: np.ndarray, task_energy_j: np.ndarray, task_accuracy: np.ndarray,
-    method_energy_j: np.ndarray, method_accuracy: np.ndarray,
-) -> np.ndarray:
-    """Method accuracy minus the task-aware hull's accuracy at the method's mean joules (a
-    fraction). Broadcasts: fixed ``[..., K]``, task routes ``[..., P]``, method ``[...]``."""
-    joules, acc = task_aware_points(fixed_energy_j, fixed_accuracy, task_energy_j, task_accuracy)
-    return routing_gain(joules, acc, method_energy_j, method_accuracy)
 
 
 def content_verdict(routing_above: bool, content_above: bool, content_below: bool) -> str:

@@ -31,6 +31,9 @@ import numpy as np
 from routing_gym.eval.hull import (TaskRouting, _interpolate, _points, fixed_model_hull, hull_accuracy_at, task_aware_points,
                                    task_routing)
 
+WITHIN = "within"
+DEARER_THAN_CHAIN = "beyond the dearest policy of the chain: compared with it (flat)"
+MORE_ACCURATE_THAN_CHAIN = "more accurate than every policy of the chain: no joules saved"
 NULL_POLICY = "answer nothing"  # the chain's first point: 0 J, 0 % (a router may always decline)
 YARDSTICK_RULE = (
     "a chain of policies chosen on the training split: the upper concave hull of the candidates' train (mean J, "

@@ -19,6 +19,7 @@ from routing_gym.eval.compare.cells import RunRecord
 from routing_gym.eval.compare.statistics import CompareResult
 from routing_gym.eval.jsonsafe import strict_json
 from routing_gym.eval.robustness import markdown_lines
+from routing_gym.eval.yardstick import DEARER_THAN_CHAIN, MORE_ACCURATE_THAN_CHAIN, WITHIN
 from routing_gym.eval.reward_use import REWARD_FREE_MARK, reward_free_methods, reward_free_note
 
 
@@ -170,13 +171,13 @@ def markdown_report(result: CompareResult) -> str:
     return "\n".join(lines)
 
 
-_OUTSIDE_MARK = {fixed_hull.COSTLIER_THAN_HULL: " (flat)", fixed_hull.MORE_ACCURATE_THAN_HULL: " (beyond)"}
+_OUTSIDE_MARK = {DEARER_THAN_CHAIN: " (flat)", MORE_ACCURATE_THAN_CHAIN: " (beyond)"}
 _OUTSIDE_MARKS = ("'(flat)': the method spends more than the yardstick's dearest policy, whose accuracy it is compared "
                   "with; '— (beyond)': more accurate than every policy of the chain, so no joules saved")
 
 
 def _outside_hull(row: dict[str, Any], metric: str) -> str:
-    return _OUTSIDE_MARK.get(row.get(f"{metric}_vs", fixed_hull.WITHIN), "")
+    return _OUTSIDE_MARK.get(row.get(f"{metric}_vs", WITHIN), "")
 
 
 _FW_MARK = {familywise.ABOVE: " ▲", familywise.BELOW: " ▼"}
@@ -217,8 +218,8 @@ def _markdown_hull(result: CompareResult) -> list[str]:
     conf = f"{result.config.confidence:.0%}"
     vertices = _chain(hull["models"], hull["energy_j"], hull["accuracy"])
     agents = [r for r in result.rows if r["seeds_ok"] and r["kind"] != "fixed-model"]
-    withheld = [r["method"] for r in agents if audit.withheld(r["deployable_label"])]
-    judged = [r for r in agents if r["method"] not in withheld]
+    withheld = [r for r in agents if audit.withheld(r["deployable_label"])]
+    judged = [r for r in agents if r not in withheld]
     above = [r for r in judged if _decided(r, "routing_gain_pp", familywise.ABOVE)]
     below = [r for r in judged if _decided(r, "routing_gain_pp", familywise.BELOW)]
     return [
@@ -229,12 +230,16 @@ def _markdown_hull(result: CompareResult) -> list[str]:
         f"{', '.join(r['method'] for r in above if r['deployable']) or 'none'}",
         *([f"- above the yardstick, not deployable (marginal {conf} CI): "
            f"{', '.join(_tag(r) for r in above if not r['deployable'])}"] if any(not r["deployable"] for r in above) else []),
-        *([f"- no verdict (audit failed, off, skipped or its run failed): {', '.join(withheld)}"] if withheld else []),
+        *([f"- no verdict: {', '.join(_labelled(r) for r in withheld)}"] if withheld else []),
         f"- below the yardstick: {', '.join(_tag(r) for r in below) or 'none'}",
         f"- not distinguishable from mixing fixed models: "
         f"{', '.join(_tag(r) for r in judged if r not in above and r not in below) or 'none'}",
         "",
     ]
+
+
+def _labelled(row: dict[str, Any]) -> str:
+    return f"{row['method']} ({row['deployable_label']})"
 
 
 def _chain(names: list[str], joules: list[float], accuracy: list[float]) -> str:

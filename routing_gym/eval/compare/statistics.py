@@ -28,7 +28,8 @@ from routing_gym.eval.compare.cells import PER_QUERY, CompareConfig, RunRecord
 from routing_gym.eval.pareto import hypervolume, pareto_front
 from routing_gym.eval.robustness import robustness_of_runs
 from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval, seed_spread
-from routing_gym.eval.yardstick import YARDSTICK_RULE, Yardsticks, train_yardsticks
+from routing_gym.eval.yardstick import (DEARER_THAN_CHAIN, MORE_ACCURATE_THAN_CHAIN, WITHIN, YARDSTICK_RULE, Yardsticks,
+                                         train_yardsticks)
 from routing_gym.tournament import Tournament
 from routing_gym.tournament.duplicates import duplicate_counts, question_groups
 
@@ -241,14 +242,14 @@ def _hull_gains(config: CompareConfig, t: Tournament, test_rows: np.ndarray, by_
         for name in ("routing_gain_pp", "content_gain_pp"):
             low, high = percentile_interval(boot[name][:, i], config.confidence)
             row.update({name: _snap(points[name][i]), f"{name}_ci_low": _snap(low), f"{name}_ci_high": _snap(high),
-                        f"{name}_vs": (fixed_hull.WITHIN if joules[i] <= dearest[name] * (1 + 1e-9)
-                                       else fixed_hull.COSTLIER_THAN_HULL)})
+                        f"{name}_vs": (WITHIN if joules[i] <= dearest[name] * (1 + 1e-9)
+                                       else DEARER_THAN_CHAIN)})
         # joules saved: only where the method is no more accurate than the chain's top in all but the tail
         defined = np.isfinite(boot["log_joules_ratio"][:, i])
         saved = {"joules_saved_pct": _snap(points["joules_saved_pct"][i]) if np.isfinite(points["joules_saved_pct"][i]) else None,
                  "joules_saved_pct_ci_low": None, "joules_saved_pct_ci_high": None,
-                 "joules_saved_pct_vs": fixed_hull.WITHIN if defined.mean() >= 1 - tail else fixed_hull.MORE_ACCURATE_THAN_HULL}
-        if saved["joules_saved_pct_vs"] == fixed_hull.WITHIN and saved["joules_saved_pct"] is not None:
+                 "joules_saved_pct_vs": WITHIN if defined.mean() >= 1 - tail else MORE_ACCURATE_THAN_CHAIN}
+        if saved["joules_saved_pct_vs"] == WITHIN and saved["joules_saved_pct"] is not None:
             low, high = np.percentile(boot["log_joules_ratio"][defined, i], [100 * tail, 100 * (1 - tail)])
             saved.update(joules_saved_pct_ci_low=_snap(-100 * np.expm1(-low)), joules_saved_pct_ci_high=_snap(-100 * np.expm1(-high)))
         row.update(saved)
