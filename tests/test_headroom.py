@@ -57,7 +57,9 @@ def test_the_ladder_is_ordered_and_the_content_rung_climbs_only_where_the_text_c
         gain = {n: r.rungs[n].stats["content_gain_pp"] for n in RUNGS}
         assert list(r.rungs) == list(RUNGS)
         assert gain["oracle"] >= gain["shared_difficulty"] - 1e-9 and r.rungs["oracle"].stats["ci"][0] > 0
-        assert gain["task_aware_hull"] <= 0.5 and gain["fixed_model_hull"] <= 0.5  # points of (or below) the hull
+        # mixes of the yardstick's own kind of policies: no claim above it (test noise either way, no envelope)
+        assert r.rungs["task_aware_hull"].stats["ci"][0] <= 0 <= r.rungs["task_aware_hull"].stats["ci"][1]
+        assert r.rungs["fixed_model_hull"].stats["ci"][0] <= 0
         for name, rung in r.rungs.items():  # every rung spends the budget on train, or less when it saturates
             assert rung.train_energy_j <= r.budget_j * (1 + 1e-9), name
         low, high = r.rungs["oracle"].stats["accuracy_ci"]
