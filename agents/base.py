@@ -380,6 +380,21 @@ class Agent(ABC):
     """Base class of every router. Subclass, set ``feedback``, implement ``fit`` and
     ``act_batch``, and register with ``@register_agent("name")``.
 
+    Unseen benchmarks: an observation's ``benchmark`` is a code into ``FitContext.benchmarks``
+    (the tournament's list), and a held-out split (``Tournament.with_held_out_benchmarks``) can
+    show a code that no training observation carried. The contract for such an *unseen label*:
+    the agent routes it as it routes any question (a model index; never an error, never an index
+    out of the pool), and the label carries nothing: two unseen benchmarks are routed alike.
+    Label routers (``per-benchmark``, the label-nested routers' per-(benchmark, model) tables) use
+    their pooled choice, the table of all training rows together; content routers read the text (the
+    ``ObservationFeaturizer`` gives an unseen benchmark an all-zero one-hot, so no untrained
+    weight of its column acts); agents that never read the label (fixed, random, cascade, the
+    text controller, the privileged oracle and Smoothie) are unaffected. A code outside
+    ``[0, len(ctx.benchmarks))`` is not an observation of the tournament: agents that index a
+    per-benchmark table refuse it with a ``ValueError`` naming the range, the others treat it as
+    unseen. ``docs/agents.md`` lists each registered agent's behaviour;
+    ``tests/test_unseen_benchmarks.py`` checks it for every registered agent.
+
     Router overhead: an agent whose routing decision itself costs something (the text
     controller decodes tokens) sets ``self.overhead`` in ``act_batch`` to a dict of per-query
     arrays or means, e.g. ``{"decode_s": ..., "generated_tokens": ..., "joules": ...}``;

@@ -22,6 +22,11 @@ question's benchmark and ``J_ref`` the largest per-model mean (``per-benchmark``
 ``mu`` is the cost knob (read at routing time; ``frontier`` fits once and sweeps it).
 ``predict_correct`` and ``predict_energy`` expose both tables (``base.CorrectnessPredictor``,
 ``base.EnergyPredictor``).
+
+A benchmark with no training rows (unseen; the fit logs' ``unseen_benchmarks``) takes the pooled
+rate and joules of all training rows (``benchmark_means``' fallback) as its label part, and the
+text residual reads its question with an all-zero benchmark one-hot (``ObservationFeaturizer``):
+label only, it routes as ``per-benchmark`` would pool.
 """
 
 from __future__ import annotations
@@ -164,7 +169,9 @@ class LabelNestedRouter(Agent):
         self.text_model = None
         if chosen != LABEL_ONLY:
             self.text_model = self.fit_text(X, logit(self.rates[codes]), Y, chosen if self.strength_in_fit else None, ctx.seed)
+        seen = set(np.unique(codes).tolist())
         return {"strength": "label only" if chosen == LABEL_ONLY else chosen, "validation_value": scores,
+                "unseen_benchmarks": [b for i, b in enumerate(ctx.benchmarks) if i not in seen],
                 "validation_share": VALIDATION_SHARE if parts is not None else None}
 
     # ------------------------------------------------------------------ routing
