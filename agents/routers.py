@@ -283,7 +283,8 @@ class GreenServ(LinUCB):
     def _contexts(self, text: np.ndarray, benchmarks: np.ndarray, complexity: np.ndarray) -> np.ndarray:
         n = len(text)
         task = np.zeros((n, self.n_benchmarks))
-        known = (benchmarks >= 0) & (benchmarks < self.n_benchmarks)
+        # An unseen benchmark's column never trained (its ridge weight is 0): no task feature, as the featurizer does.
+        known = np.isin(benchmarks, self.featurizer.seen_benchmarks_)
         task[np.flatnonzero(known), benchmarks[known]] = 1.0
         cluster = np.zeros((n, self.kmeans.n_clusters))
         cluster[np.arange(n), self.kmeans.predict(text)] = 1.0
