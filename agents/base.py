@@ -42,7 +42,7 @@ import pickle
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -51,8 +51,11 @@ import pandas as pd
 from routing_gym.envs import ObservationBatch, Reward, RoutingEnv
 from routing_gym.envs.replay import COUNTERFACTUAL_INFO_KEYS
 from routing_gym.envs.vector_env import RoutingVectorEnv, per_env_infos
-from routing_gym.errors import PrivilegedAccessError, RoutingGymError
+from routing_gym.errors import PrivilegedAccessError, RoutingGymError, UnseenModelsError
 from routing_gym.tournament import Outcomes, Tournament
+
+if TYPE_CHECKING:
+    from routing_gym.eval.unseen_models import ModelDescription
 
 Feedback = Literal["bandit", "full"]
 PRIVILEGES = ("test_outcomes", "outputs", "difficulty")
@@ -380,6 +383,27 @@ class Agent(ABC):
     """Base class of every router. Subclass, set ``feedback``, implement ``fit`` and
     ``act_batch``, and register with ``@register_agent("name")``.
 
+    Unseen benchmarks: an observation's ``benchmark`` is a code into ``FitContext.benchmarks``
+    (the tournament's list), and a held-out split (``Tournament.with_held_out_benchmarks``) can
+    show a code that no training observation carried. The contract for such an *unseen label*:
+    the agent routes it as it routes any question (a model index; never an error, never an index
+    out of the pool), and the label carries nothing: two unseen benchmarks are routed alike.
+    Label routers (``per-benchmark``, the label-nested routers' per-(benchmark, model) tables) use
+    their pooled choice, the table of all training rows together; content routers read the text (the
+    ``ObservationFeaturizer`` gives an unseen benchmark an all-zero one-hot, so no untrained
+    weight of its column acts); agents that never read the label (fixed, random, cascade, the
+    text controller, the privileged oracle and Smoothie) are unaffected. A code outside
+    ``[0, len(ctx.benchmarks))`` is not an observation of the tournament: agents that index a
+    per-benchmark table refuse it with a ``ValueError`` naming the range, the others treat it as
+    unseen. ``docs/agents.md`` lists each registered agent's behaviour;
+    ``tests/test_unseen_benchmarks.py`` checks it for every registered agent.
+
+    Unseen models (``routing_gym.eval.unseen_models``, UniRoute's protocol): after ``fit``,
+    ``add_models(description)`` appends models the agent never trained on, each described only by
+    its outcomes on a stated number of calibration (training) questions; afterwards ``act_batch``
+    may return ``K_seen + j`` for the j-th new model. Agents that can set ``describes_new_models =
+    True``; the base ``add_models`` raises ``UnseenModelsError``.
+
     Router overhead: an agent whose routing decision itself costs something (the text
     controller decodes tokens) sets ``self.overhead`` in ``act_batch`` to a dict of per-query
     arrays or means, e.g. ``{"decode_s": ..., "generated_tokens": ..., "joules": ...}``;
@@ -395,10 +419,24 @@ class Agent(ABC):
     # False: fit ignores FitContext.reward (it learns from correctness and joules, or from an
     # objective of its own), so the agent routes the same under every reward; compare marks its rows.
     trains_on_reward: ClassVar[bool] = True
+    # True: add_models estimates a new model's parameters from its calibration outcomes.
+    describes_new_models: ClassVar[bool] = False
 
     @property
     def deployable(self) -> bool:
         return not self.privileged
+
+    def add_models(self, description: ModelDescription) -> None:
+        """Append new models, each described by its outcomes on calibration questions (class
+        docstring); their indices follow the trained pool's. Default: this agent cannot."""
+        from routing_gym_agents.registry import AGENTS, load_plugins
+
+        load_plugins()
+        able = sorted(n for n, (cls, _) in AGENTS.items() if cls.describes_new_models)
+        raise UnseenModelsError(
+            f"{self.name} cannot route to models it did not train on ({type(self).__name__}.describes_new_models is "
+            f"False); agents that estimate a new model from calibration outcomes: {', '.join(able)}"
+        )
 
     def fit(self, ctx: FitContext) -> dict[str, Any]:
         """Learn from the training split; return logs (e.g. ``{"regret": [...]}``)."""

@@ -95,7 +95,8 @@ class PerBenchmark(Agent):
     """Each benchmark to one fixed model chosen on the training outcomes (module docstring):
     ``mu=None`` maximises the mean training reward, a number ``mu >= 0`` maximises training
     accuracy - mu x J / J_ref. Ties go to the cheaper model. A benchmark without training rows
-    is routed as all training rows together would be."""
+    (an unseen benchmark, listed in the fit logs' ``unseen_benchmarks``) is routed as all
+    training rows together would be: the pooled choice."""
 
     name = "per-benchmark"
     feedback = "full"
@@ -117,7 +118,10 @@ class PerBenchmark(Agent):
         self.joules = benchmark_means(outcomes.energy_j, codes, n_benchmarks)
         self.reward = benchmark_means(ctx.train_reward_matrix(), codes, n_benchmarks)
         self.j_ref = max(float(outcomes.energy_j.mean(axis=0).max()), 1e-12)
-        return {"routes": dict(zip(ctx.benchmarks, (ctx.model_ids[m] for m in self.routes()))),
+        # benchmark_means gives a benchmark without training rows the mean of all rows: the pooled choice
+        seen = set(np.unique(codes).tolist())
+        unseen = [b for i, b in enumerate(ctx.benchmarks) if i not in seen]
+        return {"routes": dict(zip(ctx.benchmarks, (ctx.model_ids[m] for m in self.routes()))), "unseen_benchmarks": unseen,
                 "objective": ctx.objective if self.mu is None else f"accuracy - {self.mu:g} x J / {self.j_ref:.4g} J"}
 
     def routes(self) -> np.ndarray:

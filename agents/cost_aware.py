@@ -65,6 +65,11 @@ class CostAwareRouter(LabelNestedRouter):
     def text_proba(self, model: np.ndarray, X: np.ndarray, offset: np.ndarray, strength: float) -> np.ndarray:
         return sigmoid(offset + X @ model)
 
+    def fit_new_models(self, model: np.ndarray, X: np.ndarray, offset: np.ndarray, Y: np.ndarray, seen_offset: np.ndarray,
+                       seen_Y: np.ndarray, strength: float) -> np.ndarray:
+        # One regression per model, no shared part: a new model's weights are fitted alone.
+        return np.hstack([model, self.fit_text(X, offset, Y, strength, self.seed)])
+
     def _route(self, p: np.ndarray, joules: np.ndarray) -> np.ndarray:
         if self.rule == "penalty":
             return super()._route(p, joules)

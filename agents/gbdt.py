@@ -71,6 +71,11 @@ class GradientBoostedRouter(LabelNestedRouter):
         model = HistGradientBoostingClassifier(early_stopping=False, random_state=seed, **self.boosting)
         return model.fit(X, correct.astype(int), sample_weight=weight)
 
+    def fit_new_models(self, model: list[Any], X: np.ndarray, offset: np.ndarray, Y: np.ndarray, seen_offset: np.ndarray,
+                       seen_Y: np.ndarray, strength: float) -> list[Any]:
+        # One classifier per model, no shared part: a new model's is fitted on its calibration questions.
+        return model + self.fit_text(X, offset, Y, None, self.seed)
+
     def text_proba(self, model: list[Any], X: np.ndarray, offset: np.ndarray, strength: float) -> np.ndarray:
         boosted = np.stack([np.full(len(X), m) if isinstance(m, float) else m.predict_proba(X)[:, 1] for m in model], axis=1)
         return (1 - strength) * sigmoid(offset) + strength * boosted

@@ -64,5 +64,20 @@ class IRTRouter(LabelNestedRouter):
                  "wb": np.zeros(d)}
         return minimize(lambda params: irt_loss(params, X, offset, Y, strength), start)
 
+    def fit_new_models(self, model: dict[str, np.ndarray], X: np.ndarray, offset: np.ndarray, Y: np.ndarray,
+                       seen_offset: np.ndarray, seen_Y: np.ndarray, strength: float) -> dict[str, np.ndarray]:
+        """A new model's ability vector ``a`` from its calibration answers, ``W`` and ``w_b`` kept
+        (a logistic regression on ``theta(x)``: convex, so it starts at zero)."""
+        n, theta, difficulty = len(X), X @ model["W"], (X @ model["wb"])[:, None]
+
+        def loss_grad(params: dict[str, np.ndarray]) -> tuple[float, dict[str, np.ndarray]]:
+            a = params["a"]
+            z = offset + theta @ a.T - difficulty
+            loss = float((np.logaddexp(0, z) - Y * z).sum() / n + 0.5 * strength * (a**2).sum())
+            return loss, {"a": ((sigmoid(z) - Y) / n).T @ theta + strength * a}
+
+        a = minimize(loss_grad, {"a": np.zeros((Y.shape[1], self.rank))})["a"]
+        return {**model, "a": np.vstack([model["a"], a])}
+
     def text_proba(self, model: dict[str, np.ndarray], X: np.ndarray, offset: np.ndarray, strength: float) -> np.ndarray:
         return sigmoid(offset + (X @ model["W"]) @ model["a"].T - (X @ model["wb"])[:, None])

@@ -78,5 +78,21 @@ class MatrixFactorisationRouter(LabelNestedRouter):
 
         return minimize(loss_grad, start, maxiter=100)
 
+    def fit_new_models(self, model: dict[str, np.ndarray], X: np.ndarray, offset: np.ndarray, Y: np.ndarray,
+                       seen_offset: np.ndarray, seen_Y: np.ndarray, strength: float) -> dict[str, np.ndarray]:
+        """New models' embeddings ``v`` from preference pairs on the calibration questions against
+        every model (the seen models' ``v`` and the projection ``W_1`` kept)."""
+        h, n_seen = X @ model["W"], seen_Y.shape[1]
+        pairs = preference_pairs(np.hstack([seen_Y, Y]))
+        seen_scores = seen_offset + h @ model["v"].T
+
+        def loss_grad(params: dict[str, np.ndarray]) -> tuple[float, dict[str, np.ndarray]]:
+            v = params["v"]
+            loss, dD = pairwise_loss(np.hstack([seen_scores, offset + h @ v.T]), pairs)
+            return loss + 0.5 * strength * (v**2).sum(), {"v": dD[:, n_seen:].T @ h + strength * v}
+
+        v = minimize(loss_grad, {"v": np.zeros((Y.shape[1], self.rank))}, maxiter=100)["v"]
+        return {**model, "v": np.vstack([model["v"], v])}
+
     def text_proba(self, model: dict[str, np.ndarray], X: np.ndarray, offset: np.ndarray, strength: float) -> np.ndarray:
         return sigmoid(offset + (X @ model["W"]) @ model["v"].T)

@@ -22,12 +22,24 @@ question's benchmark and ``J_ref`` the largest per-model mean (``per-benchmark``
 ``mu`` is the cost knob (read at routing time; ``frontier`` fits once and sweeps it).
 ``predict_correct`` and ``predict_energy`` expose both tables (``base.CorrectnessPredictor``,
 ``base.EnergyPredictor``).
+
+A benchmark with no training rows (unseen; the fit logs' ``unseen_benchmarks``) takes the pooled
+rate and joules of all training rows (``benchmark_means``' fallback) as its label part, and the
+text residual reads its question with an all-zero benchmark one-hot (``ObservationFeaturizer``):
+label only, it routes as ``per-benchmark`` would pool.
+
+New models (``add_models``, ``routing_gym.eval.unseen_models``): a new model's label part is its
+per-benchmark calibration rate and joules, each shrunk towards its own calibration mean with
+``CALIBRATION_PRIOR`` pseudo questions (a benchmark with few calibration questions is not decided
+by them alone); its text part is fitted on the calibration questions with every parameter of the
+questions kept (``fit_new_models``: the per-model weights of ``cost-aware`` and ``gbdt``, IRT's
+ability vector, MF's model embedding) at the chosen strength. ``j_ref`` stays the training pool's.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import numpy as np
 
@@ -38,7 +50,11 @@ from routing_gym.eval.hull import benchmark_means, best_per_benchmark
 from routing_gym.features import ObservationFeaturizer
 from routing_gym_agents.base import Agent, FitContext, featurizer_for_context
 
+if TYPE_CHECKING:
+    from routing_gym.eval.unseen_models import ModelDescription
+
 VALIDATION_SHARE = 0.2
+CALIBRATION_PRIOR = 5.0  # pseudo questions at a new model's calibration mean, per benchmark
 LABEL_ONLY = math.inf  # the strength "no text": P is the per-(benchmark, model) rate
 EPS = 1e-3  # rates of always- or never-right cells are clipped so their logits stay finite
 PRICE_KNOB = CostKnob("mu", applies="act", cheaper_when="higher",
@@ -75,6 +91,16 @@ def minimize(loss_grad: Callable[[dict[str, np.ndarray]], tuple[float, dict[str,
     return unpack(result.x)
 
 
+def shrunk_benchmark_means(values: np.ndarray, codes: np.ndarray, n_benchmarks: int,
+                           prior: float = CALIBRATION_PRIOR) -> np.ndarray:
+    """``[n_benchmarks, K]`` per-benchmark means of ``[n, K]`` values, each shrunk towards the
+    column's overall mean with ``prior`` pseudo rows (a benchmark without rows: that mean)."""
+    sums = np.zeros((n_benchmarks, values.shape[1]))
+    np.add.at(sums, codes, values)
+    counts = np.bincount(codes, minlength=n_benchmarks)[:, None]
+    return (sums + prior * values.mean(axis=0)) / (counts + prior)
+
+
 def validation_parts(ctx: FitContext) -> tuple[np.ndarray, np.ndarray] | None:
     """Training-row positions of frontier's fit and validation parts, or None when the training
     split is too small to carve (some part would be empty)."""
@@ -95,6 +121,7 @@ class LabelNestedRouter(Agent):
     cost_knob: ClassVar[CostKnob] = PRICE_KNOB
     strengths: ClassVar[tuple[float, ...]] = ()
     strength_in_fit: ClassVar[bool] = True
+    describes_new_models = True
 
     def __init__(self, mu: float = 0.2, features: str = "tfidf-svd", dim: int = 64, strength: float | None = None):
         if not (np.isfinite(mu) and mu >= 0):
@@ -114,6 +141,13 @@ class LabelNestedRouter(Agent):
 
     def text_proba(self, model: Any, X: np.ndarray, offset: np.ndarray, strength: float) -> np.ndarray:
         """``[n, K]`` P(correct) of a fitted residual."""
+        raise NotImplementedError
+
+    def fit_new_models(self, model: Any, X: np.ndarray, offset: np.ndarray, Y: np.ndarray, seen_offset: np.ndarray,
+                       seen_Y: np.ndarray, strength: float) -> Any:
+        """The fitted residual ``model`` extended by new models' columns, fitted on calibration
+        features ``X`` with their label logits ``offset`` and correctness ``Y`` ([n, K_new]) and the
+        seen models' (``seen_offset``, ``seen_Y``: [n, K_seen]), the question-side parameters kept."""
         raise NotImplementedError
 
     def _check_fitted(self) -> None:
@@ -160,12 +194,30 @@ class LabelNestedRouter(Agent):
                 scores[f"{s:g}"] = float((Y[val_rows][taken] - self.mu * E[val_rows][taken] / self.j_ref).mean())
             chosen = max(candidates, key=lambda s: scores[f"{s:g}"])  # ties: the first, label only
         self.chosen_strength = chosen
+        self.seed = ctx.seed
         self.rates = benchmark_means(Y, codes, self.n_benchmarks)
         self.text_model = None
         if chosen != LABEL_ONLY:
             self.text_model = self.fit_text(X, logit(self.rates[codes]), Y, chosen if self.strength_in_fit else None, ctx.seed)
+        seen = set(np.unique(codes).tolist())
         return {"strength": "label only" if chosen == LABEL_ONLY else chosen, "validation_value": scores,
+                "unseen_benchmarks": [b for i, b in enumerate(ctx.benchmarks) if i not in seen],
                 "validation_share": VALIDATION_SHARE if parts is not None else None}
+
+    # ------------------------------------------------------------------ new models
+    def add_models(self, description: ModelDescription) -> None:
+        """Append new models described by calibration outcomes (module docstring)."""
+        self._check_fitted()
+        codes = self._codes(description.observations)
+        Y = np.asarray(description.outcomes.correct, dtype=np.float64)
+        rates = shrunk_benchmark_means(Y, codes, self.n_benchmarks)
+        joules = shrunk_benchmark_means(np.asarray(description.outcomes.energy_j, dtype=np.float64), codes, self.n_benchmarks)
+        if self.text_model is not None:
+            seen_Y = np.asarray(description.seen_outcomes.correct, dtype=np.float64)
+            self.text_model = self.fit_new_models(self.text_model, self.featurize(description.observations),
+                                                  logit(rates[codes]), Y, logit(self.rates[codes]), seen_Y,
+                                                  self.chosen_strength)
+        self.rates, self.joules = np.hstack([self.rates, rates]), np.hstack([self.joules, joules])
 
     # ------------------------------------------------------------------ routing
     def _codes(self, batch: ObservationBatch) -> np.ndarray:

@@ -26,7 +26,7 @@ trained in, so it is refitted per value.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from routing_gym_agents.bandits import LinUCB
 from routing_gym_agents.base import Agent, FitContext, PrivilegedAccess, featurizer_for_context
 from routing_gym_agents.baselines import models_by_size
 from routing_gym_agents.registry import register_agent
+
+if TYPE_CHECKING:
+    from routing_gym.eval.unseen_models import ModelDescription
 
 
 class _TextRouter(Agent):
@@ -116,10 +119,16 @@ class UniRoute(_TextRouter):
 
     A cluster's error is shrunk towards the global per-model error with ``prior`` pseudo
     questions, so a cluster of three questions does not decide on three coin flips.
+
+    A model is its per-cluster error vector, so a new model is described as UniRoute describes
+    one (``add_models``): its errors on the calibration questions, averaged per cluster and shrunk
+    towards its own calibration mean with the same ``prior``; its cost is its mean calibration
+    joules over the training pool's ``cost_scale`` (above 1 for a model dearer than every seen one).
     """
 
     name = "uniroute"
     cost_knob = COST_WEIGHT_KNOB
+    describes_new_models = True
 
     def __init__(self, n_clusters: int = 8, cost_weight: float = 0.1, prior: float = 5.0, **kwargs: Any):
         super().__init__(**kwargs)
@@ -136,14 +145,25 @@ class UniRoute(_TextRouter):
         n_clusters = min(self.n_clusters, len(X))
         self.kmeans = KMeans(n_clusters, n_init=4, random_state=ctx.seed).fit(X)
         outcomes = ctx.train_outcomes()
-        error = 1.0 - outcomes.correct
-        labels = self.kmeans.labels_
-        sums = np.zeros((n_clusters, ctx.n_models))
-        np.add.at(sums, labels, error)
-        counts = np.bincount(labels, minlength=n_clusters)[:, None]
-        self.cluster_error = (sums + self.prior * error.mean(axis=0)) / (counts + self.prior)
+        self.cluster_error, counts = self._cluster_error(self.kmeans.labels_, 1.0 - outcomes.correct)
         self.costs = model_costs(outcomes.energy_j)
-        return {"cluster_sizes": counts.ravel().tolist(), "costs": self.costs.tolist()}
+        self.cost_scale = max(float(outcomes.energy_j.mean(axis=0).max()), 1e-12)
+        return {"cluster_sizes": counts.tolist(), "costs": self.costs.tolist()}
+
+    def _cluster_error(self, labels: np.ndarray, error: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``[clusters, K]`` per-cluster error of ``[n, K]`` errors, shrunk to each model's mean; and the cluster sizes."""
+        n_clusters = self.kmeans.n_clusters
+        sums = np.zeros((n_clusters, error.shape[1]))
+        np.add.at(sums, labels, error)
+        counts = np.bincount(labels, minlength=n_clusters)
+        return (sums + self.prior * error.mean(axis=0)) / (counts[:, None] + self.prior), counts
+
+    def add_models(self, description: ModelDescription) -> None:
+        """Append new models as per-cluster error vectors of their calibration outcomes (class docstring)."""
+        clusters = self.kmeans.predict(self.batch_features(description.observations))
+        error, _ = self._cluster_error(clusters, 1.0 - np.asarray(description.outcomes.correct, dtype=np.float64))
+        self.cluster_error = np.hstack([self.cluster_error, error])
+        self.costs = np.concatenate([self.costs, np.asarray(description.outcomes.energy_j).mean(axis=0) / self.cost_scale])
 
     def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         if self.featurizer is None:
@@ -263,7 +283,8 @@ class GreenServ(LinUCB):
     def _contexts(self, text: np.ndarray, benchmarks: np.ndarray, complexity: np.ndarray) -> np.ndarray:
         n = len(text)
         task = np.zeros((n, self.n_benchmarks))
-        known = (benchmarks >= 0) & (benchmarks < self.n_benchmarks)
+        # An unseen benchmark's column never trained (its ridge weight is 0): no task feature, as the featurizer does.
+        known = np.isin(benchmarks, self.featurizer.seen_benchmarks_)
         task[np.flatnonzero(known), benchmarks[known]] = 1.0
         cluster = np.zeros((n, self.kmeans.n_clusters))
         cluster[np.arange(n), self.kmeans.predict(text)] = 1.0

@@ -103,3 +103,8 @@ class EmptySplitError(UsageError, ValueError):
 class PrivilegedAccessError(RoutingGymError, PermissionError):
     """An agent reached for information a deployed router would not have (held-out outcomes,
     answer texts, the generator's latent difficulty) without declaring it."""
+
+
+class UnseenModelsError(RoutingGymError, NotImplementedError):
+    """An agent was asked to route to models it did not train on and has no way to use their
+    description (``Agent.describes_new_models`` is False)."""

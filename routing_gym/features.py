@@ -11,7 +11,11 @@ Input: an ``ObservationBatch`` (``routing_gym.envs.observation``), a list of obs
 or one dict. Columns, in order: the text block (``dim`` columns), the benchmark one-hot
 (``benchmark_onehot``), a constant (``bias``), then every other observation key flattened with
 gymnasium's ``flatten`` rules (``difficulty``, ``budget_left``, ``available``, ...; the keys are
-fixed at ``fit``).
+fixed at ``fit``). A benchmark no ``fit`` observation carried (an unseen benchmark, e.g. one held
+out with ``Tournament.with_held_out_benchmarks``) gets an all-zero one-hot, as a code outside
+``[0, n_benchmarks)`` does: its column was never trained, so a learner's weight on it (an SB3
+network's initial value) would otherwise act as a random offset. Such a question is featurized
+by its text alone.
 
 Text kinds (``FEATURE_KINDS``):
 
@@ -63,6 +67,9 @@ BOUNDED_KINDS = ("tfidf-svd", "tfidf", "hashing", "benchmark", "e5")  # text blo
 _NEURAL = ("lm", "sentence-transformers", "e5")
 _UNIT_ROWS = ("tfidf-svd", "e5")  # reduced rows rescaled to unit length (cosine geometry)
 _MEMO_SIZE = 200_000  # text blocks remembered per featurizer
+# Part of the disk cache's key: a featurizer pickled before a fitted attribute existed
+# (2: seen_benchmarks_) is refitted instead of loaded without it.
+FITTED_LAYOUT = 2
 
 
 def as_batch(observations: Any) -> ObservationBatch:
@@ -130,6 +137,8 @@ class ObservationFeaturizer(TransformerMixin, BaseEstimator):
         if missing:
             raise RoutingGymError(f"ObservationFeaturizer: the fit observations have no key(s) {missing}; keys: {batch.keys}")
         self.extra_widths_ = [int(np.asarray(batch.get(k))[:1].reshape(1, -1).shape[1]) for k in self.extra_keys_]
+        codes = np.asarray(batch.benchmarks, dtype=np.int64).reshape(-1)
+        self.seen_benchmarks_ = np.unique(codes[(codes >= 0) & (codes < self.n_benchmarks)])
         self.vectorizer_: Any = None
         self.reducer_: Any = None
         self._encoder: _NeuralEncoder | None = None
@@ -171,7 +180,8 @@ class ObservationFeaturizer(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X: Any) -> np.ndarray:
-        """``float32 [n, n_features_out_]``; benchmark codes outside [0, B) get an all-zero one-hot."""
+        """``float32 [n, n_features_out_]``; a benchmark the fit observations did not carry (or a
+        code outside [0, B)) gets an all-zero one-hot."""
         self._check_fitted()
         batch = as_batch(X)
         n = len(batch)
@@ -179,7 +189,7 @@ class ObservationFeaturizer(TransformerMixin, BaseEstimator):
         if self.benchmark_onehot:
             codes = np.asarray(batch.benchmarks, dtype=np.int64).reshape(-1)
             onehot = np.zeros((n, self.n_benchmarks), dtype=np.float32)
-            known = (codes >= 0) & (codes < self.n_benchmarks)
+            known = np.isin(codes, self.seen_benchmarks_)
             onehot[np.flatnonzero(known), codes[known]] = 1.0
             parts.append(onehot)
         if self.bias:
@@ -511,7 +521,7 @@ def clear_feature_cache() -> None:
 def _fit_key(batch: ObservationBatch, featurizer: ObservationFeaturizer) -> str:
     import sklearn
 
-    h = hashlib.sha1(repr((sorted(featurizer.get_params().items()), sklearn.__version__)).encode())
+    h = hashlib.sha1(repr((sorted(featurizer.get_params().items()), sklearn.__version__, FITTED_LAYOUT)).encode())
     h.update("\x1e".join(_as_texts(batch.texts)).encode())
     h.update(np.ascontiguousarray(batch.benchmarks, dtype=np.int64).tobytes())
     for key in sorted(batch.extras):

@@ -95,7 +95,12 @@ def describe_splits(tournament: Any) -> str:
     counts = tournament.queries["split"].value_counts()
     if not tournament.splits:
         return "no splits"
-    return "splits " + ", ".join(f"{name} {counts[name]}" for name in tournament.splits) + f" (seed {tournament.card.split.get('seed')})"
+    text = "splits " + ", ".join(f"{name} {counts[name]}" for name in tournament.splits) + f" (seed {tournament.card.split.get('seed')})"
+    held_out = tournament.card.split.get("held_out_benchmarks")
+    if held_out:
+        text += (f"; held out in {tournament.card.split['held_out_split']}: {', '.join(held_out)} "
+                 f"(+{tournament.card.split['held_out_copies']} copies from other benchmarks)")
+    return text
 
 COMMAND_MODULES = (
     "routing_gym.cli.data",

@@ -34,6 +34,9 @@ def add_commands(cli) -> None:
                        "name when --out is the input directory)")
     split.add_argument("--format", default="parquet", choices=("parquet", "jsonl"))
     add_split_arguments(split)
+    split.add_argument("--hold-out-benchmarks", default=None, metavar="B1,B2,...",
+                       help="unseen benchmarks: every question of these (and every copy of one in another benchmark) "
+                            "goes to the test split; the other benchmarks are split as without this option")
     split.set_defaults(func=cmd_split)
     add_import_export_commands(data)
 
@@ -81,8 +84,11 @@ def cmd_split(args: argparse.Namespace) -> int:
     from dataclasses import replace
     from pathlib import Path
 
+    held_out = [b.strip() for b in (args.hold_out_benchmarks or "").split(",") if b.strip()]
+    if args.hold_out_benchmarks is not None and not held_out:
+        raise UsageError(f"--hold-out-benchmarks {args.hold_out_benchmarks!r}: expected benchmark names like B1,B2")
     source = resolve_tournament(args.tournament)
-    tournament = source.with_splits(seed=args.split_seed, proportions=proportions)
+    tournament = source.with_splits(seed=args.split_seed, proportions=proportions, hold_out_benchmarks=held_out)
     # a copy written elsewhere is a new tournament: it takes the folder's name, as `data import` does
     in_place = Path(args.tournament).is_dir() and Path(args.out).resolve() == Path(args.tournament).resolve()
     name = args.name or (source.card.name if in_place else Path(args.out).name)

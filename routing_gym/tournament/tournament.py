@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -185,7 +185,8 @@ class Tournament:
         return rows
 
     def with_splits(self, seed: int = 0, proportions: dict[str, float] | None = None,
-                    benchmark_proportions: dict[str, dict[str, float]] | None = None) -> Tournament:
+                    benchmark_proportions: dict[str, dict[str, float]] | None = None,
+                    hold_out_benchmarks: Iterable[str] = ()) -> Tournament:
         """A copy whose ``split`` column is a seeded group split stratified by benchmark.
 
         Every copy of a question (the same text after ``normalise_question``: lowercase,
@@ -198,6 +199,8 @@ class Tournament:
         query and this is the per-query split of earlier versions, draw for draw.
         ``benchmark_proportions``: other proportions for some benchmarks (same split names),
         e.g. to keep a source's own number of test questions per benchmark.
+        ``hold_out_benchmarks``: then ``with_held_out_benchmarks`` on the result (every question
+        of those benchmarks in ``"test"``; the other benchmarks keep this split draw for draw).
         """
         proportions = dict(proportions or PAPER_SPLIT)
         names = np.array(list(proportions), dtype=object)
@@ -220,6 +223,37 @@ class Tournament:
         card = replace(self.card, split={"seed": seed, "proportions": proportions, "stratified_by": "benchmark",
                                          "grouped_by": "normalised question text (lowercase, whitespace collapsed)",
                                          **({"benchmark_proportions": benchmark_proportions} if benchmark_proportions else {})})
+        split = replace(self, queries=queries, card=card)
+        hold_out_benchmarks = list(hold_out_benchmarks)
+        return split.with_held_out_benchmarks(hold_out_benchmarks) if hold_out_benchmarks else split
+
+    def with_held_out_benchmarks(self, benchmarks: Iterable[str], split: str = "test") -> Tournament:
+        """A copy whose ``benchmarks`` are unseen in training: every one of their questions moves
+        to ``split``, and so does every copy of such a question (same normalised text) in another
+        benchmark, so that no text of a held-out benchmark is trained on. Every other query keeps
+        its split. The card records ``held_out_benchmarks``, ``held_out_split`` and
+        ``held_out_copies`` (queries of other benchmarks moved with them); a second call adds to
+        the benchmarks the first held out.
+        """
+        benchmarks = sorted(set(benchmarks) | set(self.card.split.get("held_out_benchmarks", ())))
+        if not self.splits:
+            raise EmptySplitError(f"{self.card.name}: holding out benchmarks needs a split; call with_splits() first")
+        for benchmark in benchmarks:
+            if benchmark not in self.benchmarks:
+                raise UnknownNameError("benchmark", benchmark, self.benchmarks)
+        declared = set(self.splits) | set(self.card.split.get("proportions", {}))
+        if split not in declared:
+            raise UnknownNameError("split", split, sorted(declared))
+        groups = question_groups(self.queries["prompt"])
+        in_held_out = self.queries["benchmark"].isin(benchmarks).to_numpy()
+        moved = np.isin(groups, groups[in_held_out])  # a held-out question's copies go with it
+        if moved.all():
+            raise EmptySplitError(f"{self.card.name}: holding out {', '.join(benchmarks)} leaves no question "
+                                  "outside the held-out split")
+        queries = self.queries.copy()
+        queries.loc[moved, "split"] = split
+        card = replace(self.card, split={**self.card.split, "held_out_benchmarks": benchmarks, "held_out_split": split,
+                                         "held_out_copies": int((moved & ~in_held_out).sum())})
         return replace(self, queries=queries, card=card)
 
     def subset(
@@ -381,6 +415,26 @@ def load_tournament(path: str | os.PathLike) -> Tournament:
     return Tournament.from_records(
         frames["queries"], frames["models"], frames["outcomes"], card, source=str(Path(path)), files=files
     )
+
+
+def leave_one_benchmark_out(tournament: Tournament, benchmarks: Iterable[str] | None = None,
+                            split: str = "test") -> Iterator[tuple[str, Tournament]]:
+    """The leave-one-benchmark-out protocol: for each benchmark (``benchmarks``, default every
+    one, in sorted order) the pair (benchmark, ``tournament.with_held_out_benchmarks([it], split)``).
+
+    ``tournament`` must already have its split: the other benchmarks keep it (a real source's
+    own split included), so the held-out benchmark is the only change between folds. For
+    folds whose other benchmarks are all training, split with ``proportions={"train": 1,
+    "test": 0}`` first. Folds are made lazily, one tournament at a time.
+    """
+    names = tournament.benchmarks if benchmarks is None else list(benchmarks)
+    if len(tournament.benchmarks) < 2:
+        raise EmptySplitError(f"{tournament.card.name}: leave-one-benchmark-out needs at least two benchmarks, "
+                              f"it has {tournament.benchmarks}")
+    for benchmark in names:  # checked before the first fold is made
+        if benchmark not in tournament.benchmarks:
+            raise UnknownNameError("benchmark", benchmark, tournament.benchmarks)
+    return ((benchmark, tournament.with_held_out_benchmarks([benchmark], split)) for benchmark in names)
 
 
 # ---------------------------------------------------------------------- helpers
