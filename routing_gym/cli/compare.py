@@ -19,7 +19,7 @@ def add_commands(cli) -> None:
         description="Train each agent x seed on the training split, route the held-out split, score every "
         "method under one common reward, and write results.json, summary.csv, per_seed.csv, per_benchmark.csv, "
         "dominance.csv, table.md and pareto.png, selection.png, regret.png to --out; every method gets its routing gain "
-        "over the fixed-model hull and its content gain over the task-aware hull (beyond routing by the benchmark label). Progress goes to stderr. Exit status 2 for bad settings (before any training), "
+        "over the fixed-model yardstick and its content gain over the task-aware yardstick (both chosen on train) (beyond routing by the benchmark label). Progress goes to stderr. Exit status 2 for bad settings (before any training), "
         "1 if any run failed (outputs are still written).",
     )
     p.add_argument("--tournament", default="default", help="tournament directory or preset name (default: %(default)s)")

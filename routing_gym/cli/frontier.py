@@ -1,4 +1,4 @@
-"""``routing-gym frontier``: operating-point curves of agents with a cost knob against the fixed-model and task-aware hulls."""
+"""``routing-gym frontier``: operating-point curves of agents with a cost knob against the fixed-model and task-aware yardsticks (chosen on train)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ def add_commands(cli) -> None:
 
     p = cli.top.add_parser(
         "frontier",
-        help="sweep each agent's cost knob: curve vs the fixed-model and task-aware hulls, mean gains with CIs, dominated "
+        help="sweep each agent's cost knob: curve vs the fixed-model and task-aware yardsticks, mean gains with CIs, dominated "
         "fixed models and per-benchmark routes",
         description="For each agent with a cost knob: carve a seeded, benchmark-stratified validation part out of the "
         "training split, train on the rest, route validation and test for every knob value, keep the values whose "
         "validation points are Pareto-optimal, and report them on test: each point's routing gain, the curve's mean "
         "gain over the fixed-model hull on their common joule range with a paired bootstrap CI, the same over the "
-        "task-aware hull (content gain: beyond routing by the benchmark label), and which fixed models and "
+        "task-aware yardstick (content gain: beyond routing by the benchmark label), and which fixed models and "
         "per-benchmark routes some point dominates. Writes table.md, frontier.json, points.csv, dominance.csv and frontier.png to "
         "--out. Exit status 2 for bad settings (before any training), 1 if an agent failed (outputs are still written).",
     )

@@ -1,4 +1,4 @@
-"""``routing-gym headroom``: the oracle's lead over the task-aware hull, decomposed rung by rung."""
+"""``routing-gym headroom``: the oracle's lead over the task-aware yardstick, decomposed rung by rung."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def add_commands(cli) -> None:
         help="why no router reads the question: the ladder from the fixed-model hull to the oracle at matched joules, "
              "within-benchmark and pairwise AUCs, the oracle's lead by question, the noise floor",
         description="At matched joules (knobs chosen on train with cross-fitted predictions), each rung's content gain "
-        "over the task-aware hull on test with a paired bootstrap CI: fixed-model hull, task-aware hull, the best content "
+        "over the task-aware yardstick on test with a paired bootstrap CI: fixed-model hull, task-aware hull, the best content "
         "router (correctness predictors), the shared-difficulty ceiling (privileged: each question's share of models "
         "right) and the oracle. Also the routers' within-benchmark and pairwise AUCs, how much of the oracle's lead comes "
         "from questions only one or two models answer, the guessing rate and disagreement between copies of a question, "

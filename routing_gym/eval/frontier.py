@@ -17,7 +17,7 @@ accuracy for joules. ``run_frontier``:
    hull, and the yardstick divided by the range's width: an AIQ-style number,
    ``Yardstick.mean_gain_over_range``; verdict lines family-wise, ``eval/familywise.py``), and for every fixed model whether some operating point
    strictly dominates it (``stats.dominance_from_resamples``);
-5. the same against the **task-aware hull** (``hull.task_routing``: per benchmark the model
+5. the same against the **task-aware yardstick** (``hull.task_routing``: per benchmark the model
    maximising accuracy - lambda x J on the whole training split, for every lambda, with the
    fixed models and their mixes): each point's content gain, the curve's **mean content gain**,
    and which per-benchmark routes some point strictly dominates. A curve that routes only by
@@ -446,7 +446,7 @@ def _route(agent: Any, batch: ObservationBatch, t: Tournament, rows: np.ndarray,
 def _analyse(config: FrontierConfig, t: Tournament, test_rows: np.ndarray,
              curves: list[AgentCurve]) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
     """Fills every curve's summary, points' intervals and dominance; returns the fixed models,
-    the fixed-model hull and the task-aware hull."""
+    the fixed-model yardstick and the task-aware yardstick (chosen on train)."""
     k = t.n_models
     correct, energy = t.correct[test_rows], t.energy_j[test_rows]
     fixed_acc, fixed_j = correct.mean(axis=0), energy.mean(axis=0)
@@ -683,7 +683,7 @@ def markdown_report(result: FrontierResult) -> str:
         lines.append(f"| {row['model']} | {100 * row['accuracy']:.1f} | {row['mean_energy_j']:,.1f} | " + " | ".join(cells) + " |")
     lines += ["", f"## Per-benchmark routes (chosen on {val['of']}, reported on {tour['test_split']})", "",
               "Route #p sends each benchmark to the model maximising training accuracy - lambda x J for lambda in its "
-              "interval (accuracy per joule); **bold**: a vertex of the task-aware hull.", "",
+              "interval (accuracy per joule); **bold**: a policy of the task-aware yardstick's chain.", "",
               "| Route | lambda per J | Test accuracy % | Test mean J | Model per benchmark |", "|---|---:|---:|---:|---|"]
     for r in task["routes"]:
         name = f"**{r['route']}**" if r["route"] in task["vertices"] else r["route"]

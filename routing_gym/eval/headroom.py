@@ -1,6 +1,6 @@
 """``routing-gym headroom``: why no router reads the question — the oracle's lead, decomposed.
 
-``compare`` says every router sits at or below the task-aware hull while the oracle sits far
+``compare`` says every router sits at or below the task-aware yardstick while the oracle sits far
 above it. Headroom asks what lies between, as a **ladder** of rungs evaluated at matched joules
 on the held-out split. Every rung routes by one rule — for each query, the model maximising
 ``P_k(x) - mu x E_k(x) / J_ref`` (``J_ref``: the largest per-model mean training joules; ties go
@@ -28,8 +28,8 @@ the rung spends ``J*`` on train (random mixing, as the hulls do; the per-query v
 mix's expectation). The same two mu and weight, with P and E fitted on the whole training
 split, route the test split. A rung that cannot spend ``J*`` uses its nearest end vertex.
 
-On test each rung's content gain (pp over the task-aware hull at its own mean joules) and
-routing gain (over the fixed-model hull) come with paired percentile bootstrap intervals: one
+On test each rung's content gain (pp over the task-aware yardstick at its own mean joules) and
+routing gain (over the fixed-model yardstick) come with paired percentile bootstrap intervals: one
 ``BootstrapPlan`` resamples the held-out queries (copies of a question together) for every rung
 and both yardsticks' policies at once (``eval/yardstick.py``: chosen on train, the machinery of
 ``compare``), and each step up the ladder (a rung's

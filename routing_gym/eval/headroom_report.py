@@ -101,7 +101,7 @@ def markdown_report(result: HeadroomResult) -> str:
                      f"{_ci(r['mean_j'], r['mean_j_ci'], ',.1f')} | {_ci(r['content_gain_pp'], r['ci'], '+.1f')} | "
                      f"{_ci(step['content_gain_step_pp'], step['ci'], '+.1f') if step else '—'} | "
                      f"{_ci(r['routing_gain_pp'], r['routing_gain_ci'], '+.1f')} |")
-    lines += ["", "Content gain: accuracy minus the task-aware hull's at the rung's mean joules on test; step: the "
+    lines += ["", "Content gain: accuracy minus the task-aware yardstick's (chosen on train) at the rung's mean joules on test; step: the "
               "rung's content gain minus the previous rung's (paired). Privileged rungs read held-out outcomes and are "
               "not deployable: the shared-difficulty ceiling knows each question's share of models right (P per model "
               "mapped from it per benchmark on train), the oracle knows every outcome.", ""]

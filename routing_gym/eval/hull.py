@@ -49,7 +49,7 @@ TASK_ROUTE_PREFIX = "per-benchmark #"  # the task-aware hull's routes in outputs
 BEYOND_TASK_LABEL = "routes beyond the task label"
 TASK_ROUTING_ONLY = "task routing only"
 BELOW_TASK_HULL = "worse than routing by the label"
-ON_TASK_HULL = "not distinguishable from the task-aware hull"
+ON_TASK_HULL = "not distinguishable from the task-aware yardstick"
 TASK_HULL_RULE = ("task-aware yardstick: the same chain rule over the fixed models and the per-benchmark routes (for "
                   "every trade-off lambda, each benchmark to the model maximising accuracy - lambda x J on the training "
                   "split); content gain = accuracy - its accuracy at the method's mean J (pp), what the method gains from "

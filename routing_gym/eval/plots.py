@@ -142,7 +142,7 @@ def _chain_xs(vertices_j: np.ndarray, costliest_j: float) -> np.ndarray:
 
 
 def draw_task_hull(ax, task_hull: dict[str, Any]) -> None:
-    """The task-aware hull (``eval/hull.py``) as a dotted line, flat beyond its most accurate
+    """The task-aware yardstick (``eval/yardstick.py``) as a dotted line, flat beyond its most accurate
     vertex, and its per-benchmark routes as small crosses; nothing when the result has none."""
     if not task_hull:
         return

@@ -286,7 +286,7 @@ def _markdown_task_hull(result: CompareResult) -> list[str]:
 
 
 def _markdown_headroom(result: CompareResult) -> list[str]:
-    """How far above the task-aware hull knowing difficulty, or every outcome, would reach
+    """How far above the task-aware yardstick knowing difficulty, or every outcome, would reach
     (``eval/headroom.py``'s privileged rungs; no router is fitted): the room a content router has."""
     from routing_gym.errors import RoutingGymError
     from routing_gym.eval.headroom import HeadroomConfig, privileged_ladder
@@ -307,7 +307,7 @@ def _markdown_headroom(result: CompareResult) -> list[str]:
     rare = "—" if not math.isfinite(lead["rare_share"]) else f"{100 * lead['rare_share']:.0f} %"
     return ["## Headroom: what reading the question could add", "",
             f"At matched joules ({ladder['budget_j']:,.1f} J, where knowing difficulty is worth most on train; "
-            f"knobs on train), content gain over the task-aware hull (pp, {c.confidence:.0%} CI): knowing each "
+            f"knobs on train), content gain over the task-aware yardstick (pp, {c.confidence:.0%} CI): knowing each "
             f"question's share of models right (privileged) {gain('shared_difficulty')}; the oracle {gain('oracle')}. "
             f"Questions only one or two models answer carry {rare} of the oracle's lead. The full ladder with content "
             f"routers and their pairwise AUCs: `routing-gym headroom {result.tournament.card.name}`.", ""]

@@ -5,8 +5,8 @@ bootstrap intervals over held-out queries of the seed-averaged per-query values;
 ``*_seed_sd`` is the spread over seeds. One set of resamples is drawn per run and every
 resampled mean (each method's metrics, the fixed models' accuracy and joules) comes from one
 matrix product, so the hull gains (``eval/hull.py``: routing gain in pp and joules saved in %
-over the fixed-model hull, content gain in pp over the task-aware hull, hulls recomputed per
-resample) and the strict pairwise dominance tests cost no further passes over the queries. Also here: the Pareto fronts and
+over the fixed-model yardstick, content gain in pp over the task-aware one, both chosen on train
+and read per resample, ``eval/yardstick.py``) and the strict pairwise dominance tests cost no further passes over the queries. Also here: the Pareto fronts and
 hypervolumes, and the online regret curves.
 """
 
