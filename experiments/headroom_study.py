@@ -4,7 +4,7 @@ Runs ``routing-gym headroom`` on llmrouter, mmlu-pro, zeroeval-math and speciali
 of ``PLAN``: which routers where, and two runs with the routers' text forced on), each as its own process so its wall time, CPU time and peak memory are its own (``os.wait4``), into
 ``experiments/results/headroom/<tournament>/`` (headroom.json, table.md, headroom.png, cost.json), then
 writes ``README.md`` there (this command, the ladder and the AUCs of every tournament, the
-checks against the issue's figures, and the answer to "does a router read the question?")
+pairwise AUCs against 0.5, and the answer to "does a router read the question?")
 from what the runs wrote. ``--summary-only`` rewrites the README from the folders already there.
 
 The content routers are those of ``headroom.DEFAULT_ROUTERS`` that are registered. gbdt reads
