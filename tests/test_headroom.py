@@ -4,6 +4,7 @@ outputs hold their keys, and bad input fails with a clear message and the right 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -16,11 +17,13 @@ from sklearn.metrics import roc_auc_score
 from routing_gym.errors import UsageError
 from routing_gym.eval import routability
 from routing_gym.eval.headroom import (
-    RUNGS, HeadroomConfig, Rung, Scorer, match_budget, privileged_ladder, run_headroom, shared_difficulty_p,
+    RUNGS, HeadroomConfig, Rung, Scorer, leak_free_ceiling, match_budget, privileged_ladder, run_headroom, shared_difficulty_p,
     train_curve,
 )
 from routing_gym.eval.headroom_report import write_headroom_outputs
 from routing_gym.sources.synthetic import generate, preset_config
+
+from conftest import make_tournament
 
 SMALL_ROUTER = {"cost-aware": {"dim": 16}}  # for the CLI run, where only the plumbing is checked
 
@@ -222,3 +225,22 @@ def test_cli_writes_outputs_and_exits_by_the_one_rule(pools, tmp_path):
     outcomes.to_parquet(broken / "outcomes.parquet")
     done = run_cli(str(broken), "--out", str(tmp_path / "z"))
     assert done.returncode == 1 and "correct" in done.stderr
+
+
+def test_the_leak_free_ceiling_reads_no_routed_models_outcome():
+    # Two cheap (10 J, 50 %) and two dear (100 J, 70 %) models, outcomes independent across models:
+    # the share of the routed models right says which questions every candidate answers or none
+    # does (send those to the cheap model: joules for free), the share of the other half says nothing.
+    rng = np.random.default_rng(0)
+    t = make_tournament(n=4000, k=4, seed=1)
+    correct = (rng.random((4000, 4)) < np.array([0.5, 0.7, 0.5, 0.7])).astype(float)
+    energy = np.tile([10.0, 100.0, 10.0, 100.0], (4000, 1))
+    t = dataclasses.replace(t, correct=correct, energy_j=energy, mean_power_w=energy / t.latency_s)
+    out = leak_free_ceiling(HeadroomConfig(tournament=t, n_bootstrap=300), t, partitions=3)
+    assert len(out["partitions"]) == 3
+    for half in out["partitions"]:
+        assert not set(half["candidates"]) & set(half["reference"])
+        assert sorted(half["candidates"] + half["reference"]) == sorted(t.model_ids)
+    assert out["inclusive"]["ci"][0] > 0  # the inclusive share leaks the candidates' outcomes
+    assert out["leak_free"]["ci"][0] <= 0 and abs(out["leak_free"]["content_gain_pp"]) < 1.5
+    assert out["inclusive"]["content_gain_pp"] > out["leak_free"]["content_gain_pp"] + 2.0

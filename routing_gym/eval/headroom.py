@@ -15,7 +15,12 @@ to the cheaper model) — and differs only in what it knows as ``P`` and ``E``:
    router asked for is run and the one best on train is the rung (all are in ``routers``);
 4. ``shared_difficulty`` (privileged): the question's share of models right, ``s(x)``, known;
    P_k(s) per (benchmark, model) from training outcomes, a logistic regression on a smooth
-   spline of s (``shared_difficulty_p``): knowing how hard a question is, not which model wins it;
+   spline of s (``shared_difficulty_p``): knowing how hard a question is, not which model wins it.
+   The share here includes the routed models' own outcomes, so the rung partly knows who was
+   right (its pairwise AUC is above 0.5): it is the *inclusive* upper bound. ``leak_free_ceiling``
+   reads difficulty only from models that are not routed: route among a random half of the
+   pool, read the share from the other half, averaged over ``LEAK_FREE_PARTITIONS`` halvings,
+   beside the inclusive rung on the same halves;
 5. ``oracle`` (privileged): P = the true outcome, E = the true joules.
 
 **Matched joules, knobs on train.** The budget ``J*`` defaults to where knowing difficulty is
@@ -72,6 +77,11 @@ TIE_PRICE = 1e-9  # added to every mu so equal P go to the cheaper model
 FIT_SPLIT, HELDOUT_SPLIT = "headroom:fit", "headroom:heldout"
 SHARE_KNOTS = 4  # the shared-difficulty map's spline: knots at 0, 1/3, 2/3, 1 of the share of models right
 BUDGET_CANDIDATES = 48
+LEAK_FREE_PARTITIONS = 5
+LEAK_FREE_RULE = (f"{LEAK_FREE_PARTITIONS} seeded random halvings of the pool: route among one half, read each "
+                  "question's share of models right from the other half (never routed), at the half-pool's budget, "
+                  "against its task-aware yardstick; mean over halvings (per resample for the interval). Inclusive: the "
+                  "same rung reading the candidates' own outcomes (an upper bound)")
 BUDGET_RULE = (f"of {BUDGET_CANDIDATES} joule values (geometric from the cheapest to the costliest fixed model's training "
                "mean), the one where the shared-difficulty rung's cross-fitted training hull lies furthest above the "
                "task-aware rung's: where knowing how hard a question is is worth most, chosen on train")
@@ -153,6 +163,7 @@ class HeadroomResult:
     oracle_lead: dict[str, Any]
     noise_floor: dict[str, Any]
     generator: dict[str, Any] | None
+    leak_free: dict[str, Any] | None = None  # ``leak_free_ceiling``: None for a pool of fewer than 4 models
     elapsed_s: float = 0.0
     cpu_s: float = 0.0
 
@@ -226,10 +237,14 @@ def share_right(correct: np.ndarray) -> np.ndarray:
 
 
 def shared_difficulty_p(fit_correct: np.ndarray, fit_codes: np.ndarray, rows_correct: np.ndarray,
-                        rows_codes: np.ndarray, n_benchmarks: int) -> np.ndarray:
+                        rows_codes: np.ndarray, n_benchmarks: int, fit_share: np.ndarray | None = None,
+                        rows_share: np.ndarray | None = None) -> np.ndarray:
     """``[n, K]`` P(model k right | the question's share of models right, its benchmark): per
     (benchmark, model) a logistic regression on a quadratic spline of the share (``SHARE_KNOTS``
-    knots over [0, 1]), fitted on the ``fit`` rows. Smooth, so that with many models the
+    knots over [0, 1]), fitted on the ``fit`` rows. The share is that of the ``K`` routed models
+    themselves (``share_right`` of the correctness given: it reads the candidates' own outcomes,
+    an upper bound) unless ``fit_share`` / ``rows_share`` give it from other, reference models
+    (leak-free: ``leak_free_ceiling``); ``rows_correct`` is read only for the inclusive share. Smooth, so that with many models the
     argmax does not chase noise in small (benchmark, share) cells; flexible, so that models'
     curves may cross (a cheap model as good as a large one on easy questions). A (benchmark,
     model) with one outcome class gets its rate; a benchmark absent from the fit rows, the
@@ -239,7 +254,9 @@ def shared_difficulty_p(fit_correct: np.ndarray, fit_codes: np.ndarray, rows_cor
 
     spline = SplineTransformer(n_knots=SHARE_KNOTS, degree=2, knots=np.linspace(0, 1, SHARE_KNOTS)[:, None],
                                extrapolation="constant").fit(np.array([[0.0], [1.0]]))
-    x_fit, x_rows = (spline.transform(share_right(c)[:, None]) for c in (fit_correct, rows_correct))
+    fit_share = share_right(fit_correct) if fit_share is None else np.asarray(fit_share, dtype=np.float64)
+    rows_share = share_right(rows_correct) if rows_share is None else np.asarray(rows_share, dtype=np.float64)
+    x_fit, x_rows = (spline.transform(share[:, None]) for share in (fit_share, rows_share))
     right = np.asarray(fit_correct) >= 0.5
     out = np.zeros((len(x_rows), right.shape[1]))
 
@@ -271,9 +288,10 @@ def _cross_fitted(fit_predict: Callable[[np.ndarray, np.ndarray], tuple[np.ndarr
     return Scorer(train_p, train_e, test_p, test_e)
 
 
-def _label_scorers(t: Tournament, train_rows: np.ndarray, folds: list[np.ndarray],
-                   test_rows: np.ndarray) -> dict[str, Scorer]:
-    """The scorers that read no text: fixed models, per-benchmark, shared difficulty, oracle."""
+def _label_scorers(t: Tournament, train_rows: np.ndarray, folds: list[np.ndarray], test_rows: np.ndarray,
+                   share: np.ndarray | None = None) -> dict[str, Scorer]:
+    """The scorers that read no text: fixed models, per-benchmark, shared difficulty (its share
+    from ``share``, ``[N]`` per query, when given: reference models' outcomes), oracle."""
     codes, nb = t.benchmark_codes, len(t.benchmarks)
 
     def bench(values: np.ndarray, fit: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -287,7 +305,8 @@ def _label_scorers(t: Tournament, train_rows: np.ndarray, folds: list[np.ndarray
         return bench(t.correct, fit, rows), bench(t.energy_j, fit, rows)
 
     def shared(fit: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        p = shared_difficulty_p(t.correct[fit], codes[fit], t.correct[rows], codes[rows], nb)
+        shares = (None, None) if share is None else (share[fit], share[rows])
+        p = shared_difficulty_p(t.correct[fit], codes[fit], t.correct[rows], codes[rows], nb, *shares)
         return p, bench(t.energy_j, fit, rows)
 
     scorers = {name: _cross_fitted(fn, train_rows, folds, test_rows)
@@ -398,15 +417,16 @@ class _Prepared:
         match_budget(r, self.t.correct[self.test_rows], self.t.energy_j[self.test_rows], self.j_ref, self.budget)
 
 
-def _prepare(config: HeadroomConfig, t: Tournament) -> tuple[_Prepared, dict[str, Rung]]:
-    """The shared settings and the rungs that read no text, matched at the budget."""
+def _prepare(config: HeadroomConfig, t: Tournament, share: np.ndarray | None = None) -> tuple[_Prepared, dict[str, Rung]]:
+    """The shared settings and the rungs that read no text, matched at the budget (the
+    shared-difficulty rung's share from ``share`` when given, see ``_label_scorers``)."""
     train_rows, test_rows = t.split_rows(config.train_split), t.split_rows(config.test_split)
     if np.intersect1d(train_rows, test_rows).size:
         raise UsageError(f"train split {config.train_split!r} and test split {config.test_split!r} share queries")
     fixed_j = t.energy_j[train_rows].mean(axis=0)
     run = _Prepared(t, train_rows, test_rows, train_folds(t, train_rows, config.folds, config.seed),
                     max(float(fixed_j.max()), 1e-12))
-    rungs = {name: run.curve(name, s) for name, s in _label_scorers(t, train_rows, run.folds, test_rows).items()}
+    rungs = {name: run.curve(name, s) for name, s in _label_scorers(t, train_rows, run.folds, test_rows, share).items()}
     run.budget = (config.budget_j if config.budget_j is not None else
                   choose_budget(rungs["task_aware_hull"], rungs["shared_difficulty"], float(fixed_j.min()), float(fixed_j.max())))
     for r in rungs.values():
@@ -421,6 +441,56 @@ def privileged_ladder(t: Tournament, config: HeadroomConfig) -> dict[str, Any]:
     _statistics(config, t, run.train_rows, run.test_rows, rungs, {})
     return {"budget_j": run.budget, "rungs": {n: r.stats for n, r in rungs.items()},
             "oracle_lead": _oracle_lead(t, rungs, run.test_rows)}
+
+
+def leak_free_ceiling(config: HeadroomConfig, t: Tournament, partitions: int = LEAK_FREE_PARTITIONS) -> dict[str, Any]:
+    """The shared-difficulty ceiling without reading the routed models' outcomes (module docstring).
+
+    For each of ``partitions`` seeded random halvings of the pool, the ladder's label-only rungs
+    run on one half (the candidates) with each question's difficulty read from the *other* half
+    (the reference models, never routed), beside the same rung with the difficulty read from the
+    candidates themselves (inclusive: an upper bound, it partly knows who was right). Both at the
+    half-pool's own budget (``BUDGET_RULE`` with the leak-free rung, or ``config.budget_j``),
+    against the half-pool's task-aware yardstick. The content gains are averaged over partitions,
+    per resample too (every half-pool has the same queries, so the same resamples), for the
+    interval. Returns the means, intervals, every partition's models and gains, and the pairwise
+    AUC of each scorer's test P (0.5 for any scorer that knows difficulty or the label only)."""
+    k = t.n_models
+    if k < 4:
+        raise UsageError(f"{t.card.name}: the leak-free ceiling splits the pool in two halves of >= 2 models; it has {k}")
+    rng = np.random.default_rng(config.seed)
+    gains: dict[str, list[float]] = {"leak_free": [], "inclusive": []}
+    boots: dict[str, list[np.ndarray]] = {"leak_free": [], "inclusive": []}
+    aucs: dict[str, list[float]] = {"leak_free": [], "inclusive": []}
+    records = []
+    for _ in range(partitions):
+        order = rng.permutation(k)
+        candidates, reference = np.sort(order[:k // 2]), np.sort(order[k // 2:])
+        half = t.subset(models=[t.model_ids[i] for i in candidates])
+        reference_share = share_right(t.correct[:, reference])
+        run, rungs = _prepare(config, half, share=reference_share)
+        rungs = {"task_aware_hull": rungs["task_aware_hull"], "leak_free": rungs["shared_difficulty"]}
+        inclusive_scorer = _label_scorers(half, run.train_rows, run.folds, run.test_rows)["shared_difficulty"]
+        rungs["inclusive"] = run.rung("inclusive", inclusive_scorer)
+        _, _, _, boot = _statistics(config, half, run.train_rows, run.test_rows, rungs, {})
+        record: dict[str, Any] = {"candidates": [t.model_ids[i] for i in candidates],
+                                  "reference": [t.model_ids[i] for i in reference], "budget_j": run.budget}
+        for name in gains:
+            gains[name].append(rungs[name].stats["content_gain_pp"])
+            boots[name].append(boot[name])
+            auc = routability.routability(rungs[name].scorer.test_p, half.correct[run.test_rows],
+                                          half.benchmark_codes[run.test_rows], half.benchmarks, half.model_ids)
+            aucs[name].append(auc["pairwise_auc"])
+            record[name] = {"content_gain_pp": rungs[name].stats["content_gain_pp"], "ci": rungs[name].stats["ci"],
+                            "mean_j": rungs[name].stats["mean_j"], "pairwise_auc": auc["pairwise_auc"]}
+        records.append(record)
+    out: dict[str, Any] = {"partitions": records, "rule": LEAK_FREE_RULE}
+    for name in gains:
+        mean_boot = np.mean(boots[name], axis=0)
+        out[name] = {"content_gain_pp": float(np.mean(gains[name])),
+                     "ci": [float(v) for v in percentile_interval(mean_boot, config.confidence)],
+                     "pairwise_auc": float(np.nanmean(aucs[name]))}
+    return out
 
 
 def _oracle_lead(t: Tournament, rungs: dict[str, Rung], test_rows: np.ndarray) -> dict[str, Any]:
@@ -459,7 +529,7 @@ def run_headroom(config: HeadroomConfig) -> HeadroomResult:
     if best is not None:
         ordered["content_router"] = router_rungs[best]
     ordered.update({n: rungs[n] for n in RUNGS[3:]})
-    hulls, fixed, steps = _statistics(config, t, run.train_rows, run.test_rows, ordered, router_rungs)
+    hulls, fixed, steps, _ = _statistics(config, t, run.train_rows, run.test_rows, ordered, router_rungs)
     test_correct, codes_test = t.correct[run.test_rows], t.benchmark_codes[run.test_rows]
     # every scorer's test P but the oracle's (the outcomes themselves): the label-only ones are the 0.5 reference
     scored = {**{n: ordered[n] for n in ("fixed_model_hull", "task_aware_hull", "shared_difficulty")}, **router_rungs}
@@ -470,18 +540,22 @@ def run_headroom(config: HeadroomConfig) -> HeadroomResult:
         routers[name].update(within_benchmark_auc=auc["within_benchmark_auc"], pairwise_auc=auc["pairwise_auc"],
                              train_accuracy_at_budget=r.train_accuracy, rung=r.stats, mus=list(r.mus), weight=r.weight)
     lead = _oracle_lead(t, ordered, run.test_rows)
+    leak_free = leak_free_ceiling(config, t) if t.n_models >= 4 else None
     return HeadroomResult(
         config=config, tournament=t, budget_j=run.budget, rungs=ordered, routers=routers, best_router=best, steps=steps,
         hulls=hulls, fixed=fixed, scorer_auc=scorer_auc, oracle_lead=lead,
         noise_floor=routability.noise_floor(t.queries, t.correct, np.concatenate([run.train_rows, run.test_rows])),
-        generator=generator_signal(t), elapsed_s=time.perf_counter() - start, cpu_s=time.process_time() - cpu_start,
+        generator=generator_signal(t), leak_free=leak_free, elapsed_s=time.perf_counter() - start,
+        cpu_s=time.process_time() - cpu_start,
     )
 
 
 def _statistics(config: HeadroomConfig, t: Tournament, train_rows: np.ndarray, test_rows: np.ndarray,
-                rungs: dict[str, Rung], router_rungs: dict[str, Rung]) -> tuple[dict[str, Any], dict[str, list[float]], list[dict[str, Any]]]:
+                rungs: dict[str, Rung], router_rungs: dict[str, Rung]
+                ) -> tuple[dict[str, Any], dict[str, list[float]], list[dict[str, Any]], dict[str, np.ndarray]]:
     """Every rung's (and router's) accuracy, joules, routing and content gain with paired
-    intervals from one set of resamples; the hulls; the ladder's steps."""
+    intervals from one set of resamples; the hulls; the ladder's steps; each rung's resampled
+    content gains (``[B]`` by rung name, the same resamples for every pool of the same queries)."""
     correct, energy = t.correct[test_rows], t.energy_j[test_rows]
     codes = t.benchmark_codes[test_rows]
     sticks = train_yardsticks(t.correct[train_rows], t.energy_j[train_rows], t.benchmark_codes[train_rows],
@@ -516,7 +590,8 @@ def _statistics(config: HeadroomConfig, t: Tournament, train_rows: np.ndarray, t
     hulls = {"fixed_model": {"models": fixed_record["vertices"], "energy_j": fixed_record["energy_j"],
                              "accuracy": fixed_record["accuracy"], "rule": fixed_record["rule"]},
              "task_aware": {**task_record, "max_energy_j": float(candidates[0].max())}}
-    return hulls, {"accuracy": fixed_acc.tolist(), "mean_j": fixed_j.tolist()}, steps
+    boot_content = {name: resampled["content_gain_pp"][:, i] for i, name in enumerate(methods)}
+    return hulls, {"accuracy": fixed_acc.tolist(), "mean_j": fixed_j.tolist()}, steps, boot_content
 
 
 def generator_signal(t: Tournament) -> dict[str, Any] | None:

@@ -56,6 +56,7 @@ def headroom_payload(result: HeadroomResult) -> dict[str, Any]:
         "noise_floor": result.noise_floor,
         "generator": result.generator,
         "hulls": result.hulls,
+        "leak_free": result.leak_free,
         "fixed_models": {"models": t.model_ids, **result.fixed},
         "elapsed_s": result.elapsed_s, "cpu_s": result.cpu_s,
     }
@@ -105,6 +106,7 @@ def markdown_report(result: HeadroomResult) -> str:
               "rung's content gain minus the previous rung's (paired). Privileged rungs read held-out outcomes and are "
               "not deployable: the shared-difficulty ceiling knows each question's share of models right (P per model "
               "mapped from it per benchmark on train), the oracle knows every outcome.", ""]
+    lines += _leak_free_lines(p["leak_free"], conf)
     lines += ["## Routability: does the text say which model wins?", "",
               "| Scorer | Within-benchmark AUC | Pairwise AUC (disagreeing pairs) | Fit s |", "|---|---:|---:|---:|"]
     for name, auc in p["routability"].items():
@@ -140,6 +142,24 @@ def markdown_report(result: HeadroomResult) -> str:
                   f"{g['specialization_signal']:g} (text_signal {g['text_signal']}, noise {g['noise']}); {g['meaning']}.", ""]
     lines += [f"CPU {p['cpu_s']:.1f} s, wall {p['elapsed_s']:.1f} s (machine-dependent).", ""]
     return "\n".join(lines)
+
+
+def _leak_free_lines(leak_free: dict[str, Any] | None, conf: str) -> list[str]:
+    """The difficulty ceiling that reads no routed model's outcome, beside the inclusive one."""
+    if not leak_free:
+        return []
+    free, inclusive = leak_free["leak_free"], leak_free["inclusive"]
+    lines = ["## The difficulty ceiling without the candidates' outcomes", "",
+             f"The shared-difficulty rung above reads each question's share of models right *including the routed "
+             f"models' own outcomes*, so it partly knows who was right: an upper bound. Leak-free: {leak_free['rule']}.", "",
+             f"| Difficulty read from | Content gain pp [{conf} CI] (mean over halvings) | Pairwise AUC |", "|---|---:|---:|",
+             f"| the other half of the pool (leak-free) | {_ci(free['content_gain_pp'], free['ci'], '+.1f')} | "
+             f"{_auc(free['pairwise_auc'])} |",
+             f"| the routed half itself (inclusive, upper bound) | {_ci(inclusive['content_gain_pp'], inclusive['ci'], '+.1f')} | "
+             f"{_auc(inclusive['pairwise_auc'])} |", "", "Halvings (candidates | reference: leak-free / inclusive pp at J):", ""]
+    lines += [f"- {', '.join(h['candidates'])} | {', '.join(h['reference'])}: {h['leak_free']['content_gain_pp']:+.1f} / "
+              f"{h['inclusive']['content_gain_pp']:+.1f} at {h['budget_j']:,.1f} J" for h in leak_free["partitions"]]
+    return lines + [""]
 
 
 def _share(value: float | None) -> str:
