@@ -31,7 +31,9 @@ at ``mu`` 0.2 (a label router at accuracy - mu x J, ``label-mu``), ``knn`` (read
 
 writes ``experiments/results/verdict_calibration/`` (``calibration.md``, ``calibration.json``,
 ``runs.csv`` with one line per tournament x row, ``README.md``). ``--budget-s`` stops starting new
-tournaments after that many seconds (the table says how many ran).
+tournaments after that many seconds (the table says how many ran); ``--resume`` keeps the
+tournaments already in ``runs.csv`` and adds the missing seeds (the elapsed and CPU seconds in the
+README are those of the last run).
 """
 
 from __future__ import annotations
@@ -257,23 +259,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--budget-s", type=float, default=math.inf, help="start no new tournament after this many seconds")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--resume", action="store_true", help="keep the tournaments in --out's runs.csv and add the missing seeds")
     args = parser.parse_args(argv)
     parts = args.parts.split(",")
     unknown = sorted(set(parts) - set(PARTS))
     if unknown:
         parser.error(f"unknown part(s) {unknown}; choose from {sorted(PARTS)}")
-    start, records, done = time.monotonic(), [], {p: 0 for p in parts}
+    start, records = time.monotonic(), []
+    previous = pd.read_csv(args.out / "runs.csv", keep_default_na=False) if args.resume and (args.out / "runs.csv").exists() else None
+    if previous is not None:
+        records = previous[previous["part"].isin(parts)].to_dict("records")
+    done = {p: {int(r["seed"]) for r in records if r["part"] == p} for p in parts}
     for seed in range(args.tournaments):
         if time.monotonic() - start > args.budget_s:
-            log(f"budget of {args.budget_s:.0f} s spent after {seed} tournament(s) per part")
+            log(f"budget of {args.budget_s:.0f} s spent; {min(len(d) for d in done.values())} tournament(s) per part")
             break
         for part in parts:
-            records += one_tournament(part, seed, args.population, args.bootstrap)
-            done[part] += 1
+            if seed not in done[part]:
+                records += one_tournament(part, seed, args.population, args.bootstrap)
+                done[part].add(seed)
         if seed % 10 == 0:
             log(f"{seed + 1} tournament(s) per part, {time.monotonic() - start:.0f} s")
     frame = pd.DataFrame(records)
-    settings = {"tournaments": min(done.values()), "per_part": done,
+    settings = {"tournaments": min(len(d) for d in done.values()), "per_part": {p: len(d) for p, d in done.items()},
                 "n_queries": {p: preset_config(PARTS[p][0], **PARTS[p][1]).n_queries for p in parts},
                 "population": args.population, "n_bootstrap": args.bootstrap, "agents": AGENTS,
                 "elapsed_s": time.monotonic() - start, "cpu_s": time.process_time()}
