@@ -217,13 +217,21 @@ class ReplayCore:
         query is from its observation (it holds no tournament to look a row up in)."""
         return {"query_id": self.query_ids[position], "row": int(self.rows[position])}
 
+    def route_info_defaults(self) -> dict[str, Any]:
+        """Every key of ``route_info`` with its value where it does not apply (see
+        ``ReplayEnv.info_defaults``)."""
+        numbers = [*(["oracle_reward"] if self.reward is not None else []), "correct", "energy_j", "latency_s",
+                   "mean_power_w", *self.components]
+        return {"model_id": "", "valid": False, **dict.fromkeys(numbers, 0.0)}
+
     def route_info(self, position: int, action: int | None) -> dict[str, Any]:
-        """What ``step`` reports about routing query ``position`` to ``action`` (None: invalid)."""
+        """What ``step`` reports about routing query ``position`` to ``action`` (None: invalid,
+        ``model_id`` then ``""``)."""
         info = self.query_info(position)
         if self.reward is not None:
             info["oracle_reward"] = float(self.oracle_reward[position])
         if action is None:
-            info.update(model_id=None, valid=False, correct=0.0, energy_j=0.0, latency_s=0.0, mean_power_w=0.0)
+            info.update(model_id="", valid=False, correct=0.0, energy_j=0.0, latency_s=0.0, mean_power_w=0.0)
             return info
         o = self.outcomes
         info.update(
@@ -333,6 +341,23 @@ class ReplayEnv(BanditView, gym.Env):
         self.reward = reward
         self.sampler = QuerySampler(len(self.core), config.order)
         self._question_spaces = self.core.question_spaces(config.include_difficulty)
+
+    # ------------------------------------------------------------------ infos
+    def info_defaults(self) -> dict[str, Any]:
+        """Every key this env's infos hold, each with its value where it does not apply (``""``
+        for a name, 0.0 for a number, -1 for a count or row, ``False`` for a flag; a flag such as
+        ``valid`` says whether the numbers apply: NaN would fail gymnasium's determinism check,
+        which compares step infos with ``==``). ``reset`` and every ``step`` return all of them,
+        in this order and with these types, so infos stack key by key: Minari's
+        ``DataCollector(record_infos=True)`` needs that."""
+        return {"query_id": "", "row": -1}
+
+    @functools.cached_property
+    def _info_template(self) -> dict[str, Any]:
+        return self.info_defaults()
+
+    def _complete_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        return {**self._info_template, **info}
 
     # ------------------------------------------------------------------ shared API
     @property
