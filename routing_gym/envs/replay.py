@@ -23,6 +23,7 @@ from gymnasium import spaces
 
 from routing_gym.envs.observation import ObservationBatch
 from routing_gym.envs.rewards import DEFAULT_INVALID_PENALTY, Reward, resolve_coefficients
+from routing_gym.envs.text_space import QuestionText
 from routing_gym.errors import InvalidActionError, PrivilegedAccessError, RoutingGymError, UnknownNameError
 from routing_gym.tournament.scoring import BatchResult, ScoringTable, action_index
 from routing_gym.tournament import Outcomes, Tournament
@@ -186,11 +187,8 @@ class ReplayCore:
         t = self.tournament
         prompts = t.queries["prompt"]
         out: dict[str, spaces.Space] = {
-            "text": spaces.Text(
-                max_length=max(1, int(prompts.str.len().max())),
-                min_length=0,
-                charset=_charset(prompts) or frozenset(" "),
-            ),
+            # QuestionText: a Text that survives gymnasium's async (shared-memory) vector envs
+            "text": QuestionText(max(1, int(prompts.str.len().max())), min_length=0, charset=_charset(prompts) or " "),
             "benchmark": spaces.Discrete(len(t.benchmarks)),
         }
         if include_difficulty:
