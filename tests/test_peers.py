@@ -8,6 +8,8 @@ gymnasium's async vector env passes ``Text`` observations through shared memory.
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -72,6 +74,13 @@ def test_reset_and_step_infos_have_the_same_keys_and_types(env_id):
     assert all(signature(info) == first for info in infos), env_id
     assert infos[0]["query_id"] and infos[0]["row"] >= 0  # reset's own keys are real, not placeholders
     env.close()
+
+
+def test_an_old_gymnasium_is_named_on_import():
+    code = "import gymnasium; gymnasium.__version__ = '1.0.0'; import routing_gym"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "ImportError: routing-gym needs gymnasium>=1.1, found gymnasium 1.0.0" in result.stderr
 
 
 def test_a_changing_pool_reports_fired_events_as_one_string():
