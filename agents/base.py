@@ -127,7 +127,11 @@ def bandit_info(info: dict[str, Any]) -> BanditInfo:
 
 class BanditFeedback(gym.Wrapper):
     """The bandit-feedback view of a training env: counterfactual info removed (the step hooks,
-    inside this wrapper, still see it)."""
+    inside this wrapper, still see it), at ``reset`` too, whose info holds every step key."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        return obs, bandit_info(info)
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -136,6 +140,10 @@ class BanditFeedback(gym.Wrapper):
 
 class VectorBanditFeedback(gym.vector.VectorWrapper):
     """``BanditFeedback`` for a vector env."""
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None):
+        obs, infos = self.env.reset(seed=seed, options=options)
+        return obs, bandit_info(infos)
 
     def step(self, actions):
         obs, rewards, terminated, truncated, infos = self.env.step(actions)

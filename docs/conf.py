@@ -24,6 +24,7 @@ extensions = [
     "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
     "sphinxarg.ext",
+    "cli_parser",  # the CLI page's argument headings as rubrics (out of the page contents)
     "docstrings",  # after napoleon: it reads the reST napoleon leaves
     "generate",
 ]
@@ -47,4 +48,8 @@ autodoc_member_order = "bysource"
 
 html_theme = "furo"
 html_title = "routing-gym"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["wrap.css"]  # long code lines wrap instead of running off the side
+# No "smart" typography: `--out` became an en dash ("–out") and quotes curled, so copied
+# options and commands failed.
+smartquotes = False

@@ -114,9 +114,10 @@ def test_the_training_context_refuses_held_out_and_counterfactual_doors():
         with pytest.raises(PrivilegedAccessError, match="training"):
             door()
     env = ctx.make_env()
-    env.reset(seed=0)
+    _, reset_info = env.reset(seed=0)
     _, _, _, _, info = env.step(0)
     assert "oracle_reward" not in info and "correct" in info and "energy_j" in info  # the route taken only
+    assert list(reset_info) == list(info)  # reset's info has the step's keys, its placeholder oracle_reward gone too
     with pytest.raises(PrivilegedAccessError, match="routes not taken"):
         info["oracle_reward"]
     for door in (lambda: env.unwrapped.reward_matrix, lambda: env.unwrapped.evaluate(np.zeros(ctx.n_train))):

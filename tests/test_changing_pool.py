@@ -33,7 +33,7 @@ def test_events_change_the_pool_at_their_step(toy):
         masks.append(obs["available"].tolist())
         position = int(np.flatnonzero(env.rows == info["row"])[0])
         _, reward, terminated, _, info = env.step(3)
-        fired.append(info.get("pool_events"))
+        fired.append(info["pool_events"])
         assert terminated and info["stream_step"] == step
         # Regret is measured against the best model available at this step.
         assert info["oracle_reward"] == pytest.approx(matrix[position][np.array(masks[-1], bool)].max())
@@ -43,7 +43,7 @@ def test_events_change_the_pool_at_their_step(toy):
         else:
             assert reward == pytest.approx(matrix[position, 3]) and info["valid"]
     assert masks[:3] == [[1, 1, 1, 0]] * 3 and masks[3:6] == [[1, 1, 1, 1]] * 3 and masks[6:] == [[0, 1, 1, 1]] * 3
-    assert fired[3] == ["add m3"] and fired[6] == ["remove m0"] and fired.count(None) == 7
+    assert fired[3] == "add m3" and fired[6] == "remove m0" and fired.count("") == 7
     # A seeded reset restarts the stream with the initial pool.
     obs, _ = env.reset(seed=0)
     assert obs["available"].tolist() == [1, 1, 1, 0]

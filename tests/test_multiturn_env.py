@@ -30,7 +30,7 @@ def test_stop_ends_the_episode(toy):
     # Stop before any answer: ends at once, costs nothing, counts as wrong.
     _, reward, terminated, truncated, info = env.step(stop)
     assert terminated and not truncated and reward == env.wrong_reward
-    assert info["turns"] == 0 and info["total_energy_j"] == 0.0 and info["final_model_id"] is None and info["stopped"]
+    assert info["turns"] == 0 and info["total_energy_j"] == 0.0 and info["final_model_id"] == "" and info["stopped"]
     with pytest.raises(RoutingGymError, match="before reset"):
         env.step(0)
     # Stop after one answer: the answer stands.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from routing_gym.cli import json_object, positive_int
 
@@ -44,7 +45,7 @@ def add_commands(cli) -> None:
 
 def cmd_collapse(args: argparse.Namespace) -> int:
     from routing_gym.cli import USER_IMPORTS
-    from routing_gym.eval.collapse_study import CollapseConfig, run_collapse_study, write_study
+    from routing_gym.eval.collapse_study import CollapseConfig, left_out_note, run_collapse_study, write_study
 
     config = CollapseConfig(
         tournament=args.tournament, agent=args.agent, agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"),
@@ -52,6 +53,12 @@ def cmd_collapse(args: argparse.Namespace) -> int:
         gate_fractions=args.gate_fractions, ent_coefs=args.ent_coefs, timesteps=args.timesteps, seeds=args.seeds,
         window=args.window, threshold=args.threshold, feature_dim=args.feature_dim, imports=list(USER_IMPORTS),
     )
+    # A reward named on the command line and not swept is said now, not only in table.md.
+    for name in [] if args.rewards == ["all"] else args.rewards:
+        note = left_out_note(name)
+        if note is not None:
+            print(f"routing-gym collapse: warning: reward {note} (docs/rewards.md: the energy coefficient and the gate)",
+                  file=sys.stderr)
     study = run_collapse_study(config)
     paths = write_study(study, args.out, plots=not args.no_plots)
     print(paths["table.md"].read_text())

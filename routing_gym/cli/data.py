@@ -134,6 +134,8 @@ def add_import_export_commands(data) -> None:
     imp.add_argument("--name", default=None, help="tournament name (default: the output folder's name)")
     imp.add_argument("--licence", default="unknown (set with --licence)", help="licence of the logged outcomes")
     imp.add_argument("--format", default="parquet", choices=("parquet", "jsonl"))
+    imp.add_argument("--encoding", default="utf-8", help="text encoding of a CSV or JSONL table (default utf-8; "
+                     "e.g. latin-1 for a spreadsheet's export)")
     imp.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     imp.set_defaults(func=cmd_import)
 
@@ -167,7 +169,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     specs.update(parse_model_spec(text) for text in args.model_spec)
     out = Path(args.out)
     tournament = import_long_table(
-        args.table, ColumnMap(mapping).checked(), energy_model=args.energy_model or config.get("energy_model"),
+        args.table, ColumnMap(mapping).checked(), encoding=args.encoding, energy_model=args.energy_model or config.get("energy_model"),
         model_specs=specs, data_dir=args.data_dir, energy_provenance=args.energy_provenance,
         name=args.name or config.get("name") or out.name, licence=config.get("licence", args.licence),
     )

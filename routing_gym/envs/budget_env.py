@@ -117,8 +117,10 @@ class BudgetRoutingEnv(ReplayEnv):
 
     ## Info
     Per step: `RoutingEnv`'s step info for the routed query, plus `spent_j`, `budget_j` (B),
-    `budget_left_j` (`B * horizon - spent`, negative once overspent), `t` (queries routed).
-    At the end also `episode`: `accuracy`, `mean_energy_j`, `budget_j`, `violation_j` of the episode.
+    `budget_left_j` (`B * horizon - spent`, negative once overspent), `t` (queries routed),
+    `next_query_id` (`""` at the end) and `episode`: `accuracy`, `mean_energy_j`, `budget_j`,
+    `violation_j` of the episode at its last step, zeros before. `reset` returns the same keys
+    (the route's with their not-applicable values: `""`, 0.0, `valid=False`).
 
     ## Arguments
     `BudgetConfig` (`default_config()`): RoutingEnv's options plus `horizon`, `budget_j` and
@@ -160,7 +162,7 @@ class BudgetRoutingEnv(ReplayEnv):
             self.sampler.restart()
         self._spent, self._t, self._correct_sum = 0.0, 0, 0.0
         self._current = self.sampler.next(self.np_random)
-        return self._observe(self._current), self.core.query_info(self._current)
+        return self._observe(self._current), self._complete_info({**self.core.query_info(self._current), **self._budget_info()})
 
     def step(self, action):
         if self._current is None:
@@ -175,7 +177,7 @@ class BudgetRoutingEnv(ReplayEnv):
         self._t += 1
         overspent_after = max(0.0, self._spent - self.total_budget_j)
         reward -= self.overspend_penalty * (overspent_after - overspent_before) / self.budget_j
-        info.update(spent_j=self._spent, budget_j=self.budget_j, budget_left_j=self.total_budget_j - self._spent, t=self._t)
+        info.update(self._budget_info())
         done = self._t >= self.horizon
         if done:
             # The final observation repeats the last query with the closing budget state.
@@ -190,7 +192,17 @@ class BudgetRoutingEnv(ReplayEnv):
         else:
             self._current = position = self.sampler.next(self.np_random)
             info["next_query_id"] = self.core.query_ids[position]
-        return self._observe(position), float(reward), done, False, info
+        return self._observe(position), float(reward), done, False, self._complete_info(info)
+
+    def info_defaults(self) -> dict[str, Any]:
+        """``ReplayEnv.info_defaults`` plus the route's keys, the budget state, ``next_query_id``
+        and ``episode`` (zeros until the episode's last step, ``t == horizon``)."""
+        episode = dict.fromkeys(("accuracy", "mean_energy_j", "budget_j", "violation_j"), 0.0)
+        return {**super().info_defaults(), **self.core.route_info_defaults(), **self._budget_info(),
+                "next_query_id": "", "episode": episode}
+
+    def _budget_info(self) -> dict[str, Any]:
+        return {"spent_j": self._spent, "budget_j": self.budget_j, "budget_left_j": self.total_budget_j - self._spent, "t": self._t}
 
     def _observe(self, position: int) -> dict[str, Any]:
         obs = self._question(position)

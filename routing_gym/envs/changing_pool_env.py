@@ -89,8 +89,9 @@ class ChangingPoolEnv(RoutingEnv):
     One step per episode (`terminated=True`), as `RoutingEnv`.
 
     ## Info
-    `RoutingEnv`'s, plus `stream_step` (the decision's step), `available` (the mask) and,
-    when events fired at this step, `pool_events`.
+    `RoutingEnv`'s, plus `stream_step` (the decision's step), `available` (the mask) and
+    `pool_events` (the events fired at this step, `"; "`-joined, e.g. `"add m3"`; `""` when none),
+    at `reset` and `step` alike.
 
     ## Arguments
     `ChangingPoolConfig` (`default_config()`): RoutingEnv's options plus `events` and
@@ -148,10 +149,20 @@ class ChangingPoolEnv(RoutingEnv):
     def _before_draw(self) -> None:
         self._fired = self._apply_due_events()
 
+    def info_defaults(self) -> dict[str, Any]:
+        return {**super().info_defaults(), "stream_step": -1, "available": self.available, "pool_events": ""}
+
+    def _pool_info(self) -> dict[str, Any]:
+        """The pool at this decision: its step, the mask, and the events fired before it ("; "-joined:
+        one string, so infos keep one type however many fired)."""
+        events = "; ".join(f"{e.kind} {e.model_id}" for e in self._fired)
+        return {"stream_step": self._stream_step, "available": self.available, "pool_events": events}
+
+    def _reset_info(self, position: int) -> dict[str, Any]:
+        return {**super()._reset_info(position), **self._pool_info()}
+
     def _add_info(self, info: dict[str, Any]) -> None:
-        info.update(stream_step=self._stream_step, available=self.available)
-        if self._fired:
-            info["pool_events"] = [f"{e.kind} {e.model_id}" for e in self._fired]
+        info.update(self._pool_info())
         self._stream_step += 1
 
     def _observe(self, position: int) -> dict[str, Any]:

@@ -86,10 +86,12 @@ class MultiTurnRoutingEnv(ReplayEnv):
     the task and visible in `turn`, so no value is bootstrapped past it). Never truncated.
 
     ## Info
-    After a routed turn: `model_id`, `correct` (the drawn truth of this answer), `verdict`,
-    `energy_j` (this turn), `total_energy_j`, `turn`. At the end also `final_correct`,
-    `final_model_id` (None without an answer), `turns`, `stopped` (True for `Stop`, False
-    at the turn limit).
+    After a routed turn: `model_id`, `correct` (the drawn truth of this answer), `energy_j`,
+    `latency_s` (this turn); always `verdict`, `turn`, `total_energy_j`. At the end also
+    `final_correct`, `final_model_id` (`""` without an answer), `turns`, `stopped` (True for
+    `Stop`, False at the turn limit). `reset` and every `step` return all these keys: where one
+    does not apply it holds `""`, 0.0, -1 or `False` (`model_id` `""`: no answer this turn;
+    `turns` -1: not ended).
 
     ## Arguments
     `MultiTurnConfig` (`default_config()`). Registered id: `RoutingGym/MultiTurn-v0`. The
@@ -135,7 +137,16 @@ class MultiTurnRoutingEnv(ReplayEnv):
         self._position = self._draw(options)
         self._turn, self._previous, self._verdict = 0, self.stop_action, NO_ANSWER
         self._answer_correct, self._spent = None, 0.0
-        return self._observation(), self.core.query_info(self._position)
+        return self._observation(), self._complete_info({**self.core.query_info(self._position), **self._turn_info()})
+
+    def info_defaults(self) -> dict[str, Any]:
+        """``ReplayEnv.info_defaults`` plus this turn's answer (``""`` / 0.0 without one), the turn
+        state, and the episode's end (``final_*`` ``""`` / 0.0 and ``turns`` -1 before it)."""
+        return {**super().info_defaults(), "model_id": "", "correct": 0.0, "energy_j": 0.0, "latency_s": 0.0,
+                **self._turn_info(), "final_correct": 0.0, "final_model_id": "", "turns": -1, "stopped": False}
+
+    def _turn_info(self) -> dict[str, Any]:
+        return {"verdict": self._verdict, "turn": self._turn, "total_energy_j": self._spent}
 
     def step(self, action):
         if self._position is None:
@@ -156,10 +167,9 @@ class MultiTurnRoutingEnv(ReplayEnv):
             self._spent += joules
             reward -= self.lambda_e * joules / self.scale_j
             info.update(
-                model_id=self.core.model_ids[a], correct=correct, verdict=self._verdict, energy_j=joules,
-                latency_s=float(o.latency_s[position, a]), turn=self._turn,
+                model_id=self.core.model_ids[a], correct=correct, energy_j=joules, latency_s=float(o.latency_s[position, a])
             )
-        info["total_energy_j"] = self._spent
+        info.update(self._turn_info())
         done = a == self.stop_action or self._turn >= self.max_turns
         obs = self._observation()
         if done:
@@ -167,12 +177,12 @@ class MultiTurnRoutingEnv(ReplayEnv):
             reward += self.correct_reward if final else self.wrong_reward
             info.update(
                 final_correct=float(final),
-                final_model_id=None if self._answer_correct is None else self.tournament.model_ids[self._previous],
+                final_model_id="" if self._answer_correct is None else self.tournament.model_ids[self._previous],
                 turns=self._turn,
                 stopped=a == self.stop_action,
             )
             self._position = None
-        return obs, float(reward), done, False, info
+        return obs, float(reward), done, False, self._complete_info(info)
 
     def _observation(self) -> dict[str, Any]:
         obs = self._question(self._position)

@@ -37,7 +37,6 @@ after every episode end).
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, Callable, Mapping
 
 import gymnasium as gym
@@ -229,12 +228,38 @@ def _procedural_tournament(preset: str | None, kwargs: dict[str, Any]) -> tuple[
 
 
 def make_sync_vector_env(env_id: str, num_envs: int = 1, **kwargs: Any) -> gym.vector.SyncVectorEnv:
-    """``num_envs`` single ``env_id`` envs with same-step autoreset: the ``vector_entry_point`` of
-    the multi-step variants, whose episodes a native vector env would have to keep per env."""
+    """``num_envs`` single ``env_id`` envs with same-step autoreset: how the multi-step variants
+    vectorize, whose episodes a native vector env would have to keep per env."""
     return gym.vector.SyncVectorEnv(
         [lambda: gym.make(env_id, **kwargs) for _ in range(num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
+
+
+def make_budget_vector_env(num_envs: int = 1, **kwargs: Any) -> gym.vector.SyncVectorEnv:
+    """``vector_entry_point`` of the budget ids: ``make_sync_vector_env`` of ``RoutingGym/Budget-v0``
+    (the variant's own keywords, such as ``observation``, arrive in ``kwargs``)."""
+    return make_sync_vector_env(BUDGET_ID, num_envs, **kwargs)
+
+
+def make_changing_pool_vector_env(num_envs: int = 1, **kwargs: Any) -> gym.vector.SyncVectorEnv:
+    """``vector_entry_point`` of the changing-pool ids: ``make_sync_vector_env`` of ``RoutingGym/ChangingPool-v0``."""
+    return make_sync_vector_env(CHANGING_POOL_ID, num_envs, **kwargs)
+
+
+def make_multiturn_vector_env(num_envs: int = 1, **kwargs: Any) -> gym.vector.SyncVectorEnv:
+    """``vector_entry_point`` of the multi-turn ids: ``make_sync_vector_env`` of ``RoutingGym/MultiTurn-v0``."""
+    return make_sync_vector_env(MULTITURN_ID, num_envs, **kwargs)
+
+
+# Every vector_entry_point is a "module:function" string, not a callable: EnvSpec.to_json()
+# (and so Minari's DataCollector, which stores the spec) refuses callables.
+VECTOR_ENTRY_POINTS = {
+    REPLAY_ID: f"{_HERE}:make_replay_vector_env",
+    BUDGET_ID: f"{_HERE}:make_budget_vector_env",
+    CHANGING_POOL_ID: f"{_HERE}:make_changing_pool_vector_env",
+    MULTITURN_ID: f"{_HERE}:make_multiturn_vector_env",
+}
 
 
 def registered_ids() -> list[str]:
@@ -266,29 +291,25 @@ def register_mo_ids() -> None:
         base = presets.get(env_id, {})
         for variant, extra in ((mo_id(env_id), {}), (features_id(mo_id(env_id)), {"observation": "features"})):
             if variant not in gym.registry:
-                gym.register(variant, entry_point=entry_point, vector_entry_point=refuse_mo_vector_env,
+                gym.register(variant, entry_point=entry_point, vector_entry_point=f"{_HERE}:refuse_mo_vector_env",
                              kwargs={**base, **extra})
 
 
 def register_all() -> None:
     procedural = f"{_HERE}:make_procedural_env"
     procedural_vector = f"{_HERE}:make_procedural_vector_env"
-    replay_vector = f"{_HERE}:make_replay_vector_env"
     entries = {**ENTRY_POINTS, PROCEDURAL_ID: procedural, **{env_id: procedural for env_id in PRESET_IDS.values()}}
     presets = {env_id: {"preset": name} for name, env_id in PRESET_IDS.items()}
     for env_id, entry_point in entries.items():
-        native = env_id == REPLAY_ID or entry_point == procedural  # one-query ids: RoutingVectorEnv
-        vector = (procedural_vector if entry_point == procedural else replay_vector) if native else None
+        # the replay and procedural vector entries build a RoutingVectorEnv, or a SyncVectorEnv for a stream
+        vector = procedural_vector if entry_point == procedural else VECTOR_ENTRY_POINTS[env_id]
         base = presets.get(env_id, {})
         variants = {env_id: {}, features_id(env_id): {"observation": "features"}}
         if env_id in ONE_QUERY_IDS:
             variants[stream_id(env_id)] = {"observation": "features", "stream": STREAM_LENGTH}
         for variant, extra in variants.items():
-            if variant in gym.registry:
-                continue
-            streams = "stream" in extra
-            vector_entry = vector if vector is not None and not streams else functools.partial(make_sync_vector_env, variant)
-            gym.register(variant, entry_point=entry_point, vector_entry_point=vector_entry, kwargs={**base, **extra})
+            if variant not in gym.registry:
+                gym.register(variant, entry_point=entry_point, vector_entry_point=vector, kwargs={**base, **extra})
     register_mo_ids()
     register_gym_plugin()  # into old gym's registry too, when it is loaded
 

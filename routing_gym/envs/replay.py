@@ -23,6 +23,7 @@ from gymnasium import spaces
 
 from routing_gym.envs.observation import ObservationBatch
 from routing_gym.envs.rewards import DEFAULT_INVALID_PENALTY, Reward, resolve_coefficients
+from routing_gym.envs.text_space import QuestionText
 from routing_gym.errors import InvalidActionError, PrivilegedAccessError, RoutingGymError, UnknownNameError
 from routing_gym.tournament.scoring import BatchResult, ScoringTable, action_index
 from routing_gym.tournament import Outcomes, Tournament
@@ -186,11 +187,8 @@ class ReplayCore:
         t = self.tournament
         prompts = t.queries["prompt"]
         out: dict[str, spaces.Space] = {
-            "text": spaces.Text(
-                max_length=max(1, int(prompts.str.len().max())),
-                min_length=0,
-                charset=_charset(prompts) or frozenset(" "),
-            ),
+            # QuestionText: a Text that survives gymnasium's async (shared-memory) vector envs
+            "text": QuestionText(max(1, int(prompts.str.len().max())), min_length=0, charset=_charset(prompts) or " "),
             "benchmark": spaces.Discrete(len(t.benchmarks)),
         }
         if include_difficulty:
@@ -217,13 +215,21 @@ class ReplayCore:
         query is from its observation (it holds no tournament to look a row up in)."""
         return {"query_id": self.query_ids[position], "row": int(self.rows[position])}
 
+    def route_info_defaults(self) -> dict[str, Any]:
+        """Every key of ``route_info`` with its value where it does not apply (see
+        ``ReplayEnv.info_defaults``)."""
+        numbers = [*(["oracle_reward"] if self.reward is not None else []), "correct", "energy_j", "latency_s",
+                   "mean_power_w", *self.components]
+        return {"model_id": "", "valid": False, **dict.fromkeys(numbers, 0.0)}
+
     def route_info(self, position: int, action: int | None) -> dict[str, Any]:
-        """What ``step`` reports about routing query ``position`` to ``action`` (None: invalid)."""
+        """What ``step`` reports about routing query ``position`` to ``action`` (None: invalid,
+        ``model_id`` then ``""``)."""
         info = self.query_info(position)
         if self.reward is not None:
             info["oracle_reward"] = float(self.oracle_reward[position])
         if action is None:
-            info.update(model_id=None, valid=False, correct=0.0, energy_j=0.0, latency_s=0.0, mean_power_w=0.0)
+            info.update(model_id="", valid=False, correct=0.0, energy_j=0.0, latency_s=0.0, mean_power_w=0.0)
             return info
         o = self.outcomes
         info.update(
@@ -333,6 +339,23 @@ class ReplayEnv(BanditView, gym.Env):
         self.reward = reward
         self.sampler = QuerySampler(len(self.core), config.order)
         self._question_spaces = self.core.question_spaces(config.include_difficulty)
+
+    # ------------------------------------------------------------------ infos
+    def info_defaults(self) -> dict[str, Any]:
+        """Every key this env's infos hold, each with its value where it does not apply (``""``
+        for a name, 0.0 for a number, -1 for a count or row, ``False`` for a flag; a flag such as
+        ``valid`` says whether the numbers apply: NaN would fail gymnasium's determinism check,
+        which compares step infos with ``==``). ``reset`` and every ``step`` return all of them,
+        in this order and with these types, so infos stack key by key: Minari's
+        ``DataCollector(record_infos=True)`` needs that."""
+        return {"query_id": "", "row": -1}
+
+    @functools.cached_property
+    def _info_template(self) -> dict[str, Any]:
+        return self.info_defaults()
+
+    def _complete_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        return {**self._info_template, **info}
 
     # ------------------------------------------------------------------ shared API
     @property

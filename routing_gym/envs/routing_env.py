@@ -107,7 +107,7 @@ class RoutingEnv(ReplayEnv):
         self._before_draw()
         self._current = self._draw(options)
         self._routed = 0
-        return self._observe(self._current), self.core.query_info(self._current)
+        return self._observe(self._current), self._complete_info(self._reset_info(self._current))
 
     def step(self, action):
         if self._current is None:
@@ -125,7 +125,7 @@ class RoutingEnv(ReplayEnv):
         self._add_info(info)
         reward = float(self.reward.invalid_penalty if a is None else self.core.reward_matrix[position, a])
         if self.config.stream is None:
-            return self._observe(position), reward, True, False, info
+            return self._observe(position), reward, True, False, self._complete_info(info)
         # A stream: show the next query; the last one shown when the stream is cut is never routed.
         self._routed += 1
         self._before_draw()
@@ -133,7 +133,7 @@ class RoutingEnv(ReplayEnv):
         info["next_query_id"] = self.core.query_ids[shown]
         truncated = self._routed >= self.config.stream
         self._current = None if truncated else shown
-        return self._observe(shown), reward, False, truncated, info
+        return self._observe(shown), reward, False, truncated, self._complete_info(info)
 
     # ------------------------------------------------------------------ batched API
     def evaluate(self, actions: Any) -> BatchResult:
@@ -145,7 +145,19 @@ class RoutingEnv(ReplayEnv):
         self._check_counterfactuals("evaluate()")
         return self.core.score(actions, self._valid_now())
 
+    def info_defaults(self) -> dict[str, Any]:
+        """``ReplayEnv.info_defaults`` plus the route's keys, ``requested_model_id`` (an invalid
+        action's model) and, for a stream, ``next_query_id``."""
+        out = {**super().info_defaults(), **self.core.route_info_defaults(), "requested_model_id": ""}
+        if self.config.stream is not None:
+            out["next_query_id"] = ""
+        return out
+
     # ------------------------------------------------------------------ hooks for variants
+    def _reset_info(self, position: int) -> dict[str, Any]:
+        """The info ``reset`` returns (before the defaults fill the other keys)."""
+        return self.core.query_info(position)
+
     def _before_draw(self) -> None:
         """Called by ``reset`` before the next query is drawn (pool events, counters)."""
 

@@ -148,8 +148,18 @@ def agent_options(name: str) -> set[str]:
 
 
 def energy_coefficient(reward: str) -> str | None:
+    """The reward's energy coefficient: the first of ``ENERGY_COEFFICIENTS`` among its keyword
+    arguments with a default (how a reward declares one)."""
     defaults = get_reward(reward).defaults
     return next((name for name in ENERGY_COEFFICIENTS if name in defaults), None)
+
+
+def left_out_note(reward: str) -> str | None:
+    """Why the study cannot sweep ``reward`` (None when it can); an unknown name raises."""
+    if energy_coefficient(reward) is not None:
+        return None
+    return (f"{reward}: left out, no energy coefficient (looked for {', '.join(ENERGY_COEFFICIENTS)} among the "
+            "reward function's keyword arguments with a default)")
 
 
 def gate_boundary(reward: str, coefficient: str, tournament: Tournament, split: str = "train") -> float:
@@ -192,8 +202,7 @@ def settings_for(config: CollapseConfig, tournament: Tournament) -> tuple[list[S
     for name in names:
         coefficient = energy_coefficient(name)
         if coefficient is None:
-            get_reward(name)  # an unknown name is an error, not a skipped reward
-            notes.append(f"{name}: left out, no energy coefficient (looked for {', '.join(ENERGY_COEFFICIENTS)})")
+            notes.append(left_out_note(name))
             continue
         boundary = gate_boundary(name, coefficient, tournament)
         notes.append(f"{name}: the gate breaks at {coefficient} = {boundary:.4g}")

@@ -28,7 +28,11 @@ class ComparisonView(Protocol):
     def settings(self) -> dict[str, Any]: ...
 
 
-_MARKERS = "o^sDvP*Xh<>p"
+# Filled markers, one per agent: 20 before any repeats (compare's 17 default agents each get their
+# own; 12 made irt share fixed-largest's). The square "s" is the fixed models' own; (n, 1, angle) is an
+# n-pointed star, (n, 0, angle) a regular polygon.
+_MARKERS: tuple[Any, ...] = ("o", "^", "D", "v", "P", "*", "X", "h", "<", ">", "p", "d", "8", "H",
+                             (4, 1, 0), (6, 1, 0), (8, 1, 0), (7, 0, 0), (4, 1, 45), (3, 1, 0))
 DPI = 110
 
 
@@ -64,7 +68,7 @@ def model_styles(n: int) -> list[dict[str, Any]]:
 
 
 def _agent_styles(result: ComparisonView) -> dict[str, dict[str, Any]]:
-    """One colour and marker per agent, the same in every plot (markers cycle too)."""
+    """One colour and marker per agent, the same in every plot (markers cycle past 20 agents)."""
     agents = [r["method"] for r in result.rows if r["kind"] != "fixed-model"]
     colours = distinct_colours(len(agents))
     return {m: {"color": colours[i], "marker": _MARKERS[i % len(_MARKERS)]} for i, m in enumerate(agents)}

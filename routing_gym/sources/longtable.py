@@ -33,6 +33,7 @@ tournament back as a long table (the import's inverse for the outcome arrays).
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import shutil
@@ -158,32 +159,52 @@ def config_model_spec(model_id: str, value: Any, where: str) -> ModelSpec:
     return model_spec_from_fields(model_id, dict(zip(("params_b", "active_b"), numbers)), f"{where}, model_specs.{model_id}")
 
 
-def read_long_table(path: str | os.PathLike) -> pd.DataFrame:
-    """CSV, JSONL or Parquet by suffix; errors name the file."""
+def read_long_table(path: str | os.PathLike, encoding: str = "utf-8") -> pd.DataFrame:
+    """CSV, JSONL or Parquet by suffix (a text file in ``encoding``); errors name the file."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise RoutingGymError(f"{path}: unknown long-table format {suffix!r} (use {', '.join(FORMATS)})")
     if not path.is_file():
         raise RoutingGymError(f"{path}: no such file")
+    if suffix in (".csv", ".jsonl"):
+        _check_encoding(path, encoding)
     try:
         if suffix == ".csv":
-            _check_field_counts(path)
+            _check_field_counts(path, encoding)
             # ids stay text ("007"); numbers are parsed per column below; the first column is never an index
-            return pd.read_csv(path, dtype=str, index_col=False)
+            return pd.read_csv(path, dtype=str, index_col=False, encoding=encoding)
         if suffix == ".jsonl":
-            return pd.read_json(path, lines=True, dtype=False, precise_float=True)
+            return pd.read_json(path, lines=True, dtype=False, precise_float=True, encoding=encoding)
         return pd.read_parquet(path)
     except (ValueError, OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise RoutingGymError(f"{path}: cannot read as {suffix[1:]} ({exc})") from None
 
 
-def _check_field_counts(path: Path) -> None:
+def _check_encoding(path: Path, encoding: str) -> None:
+    """The whole file decodes as ``encoding``; else an error naming the line and byte, and the two ways out."""
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise RoutingGymError(f"{path}: unknown encoding {encoding!r}") from None
+    data = path.read_bytes()
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise RoutingGymError(
+            f"{path}, line {line}: byte {data[exc.start:exc.start + 1]!r} is not valid {encoding} ({exc.reason}). "
+            f"Re-encode the file as UTF-8 (e.g. iconv -f latin1 -t utf-8 IN > OUT), or name its encoding: "
+            f"--encoding latin-1 (import_long_table(..., encoding='latin-1'))"
+        ) from None
+
+
+def _check_field_counts(path: Path, encoding: str = "utf-8") -> None:
     """Every CSV row has the header's number of fields. pandas would take one extra field on the first
     row as an index column and shift every value one column along, blaming the wrong column."""
     import csv
 
-    with path.open(newline="", encoding="utf-8") as f:
+    with path.open(newline="", encoding=encoding) as f:
         rows = csv.reader(f)
         header = next(rows, None)
         if header is None:
@@ -359,9 +380,12 @@ def _derive_costs(t: pd.DataFrame, where: str, cols: ColumnMap, models: list[str
     return info
 
 
-def import_long_table(path: str | os.PathLike, columns: ColumnMap | None = None, **options: Any) -> Tournament:
-    """Read ``path`` and build the tournament (options as :func:`long_table_to_tournament`)."""
-    return long_table_to_tournament(read_long_table(path), str(path), columns, **options)
+def import_long_table(
+    path: str | os.PathLike, columns: ColumnMap | None = None, encoding: str = "utf-8", **options: Any
+) -> Tournament:
+    """Read ``path`` (a CSV or JSONL in ``encoding``) and build the tournament (options as
+    :func:`long_table_to_tournament`)."""
+    return long_table_to_tournament(read_long_table(path, encoding), str(path), columns, **options)
 
 
 def write_tournament_atomically(tournament: Tournament, out: str | os.PathLike, format: str = "parquet",

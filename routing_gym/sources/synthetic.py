@@ -1078,8 +1078,9 @@ PRESETS: dict[str, Callable[[], ProceduralConfig]] = {
 }
 
 
-def preset_config(name: str, **overrides: Any) -> ProceduralConfig:
-    """The config of preset ``name`` with some knobs replaced (``seed=3, text_signal=1.0``)."""
+def preset_config(name: str, /, **overrides: Any) -> ProceduralConfig:
+    """The config of preset ``name`` with some knobs replaced (``seed=3, text_signal=1.0``; ``name=``
+    too: the preset is positional-only, so a config named differently can be derived)."""
     if name not in PRESETS:
         raise UnknownNameError("procedural preset", name, list(PRESETS))
     config = PRESETS[name]()
