@@ -3,7 +3,7 @@
 A table gives each row a marginal 95 % interval; with ~20 rows x 2 gains, some interval excludes
 0 by chance in most tables. The verdict lines are therefore decided by the Romano-Wolf step-down
 procedure on the bootstrap resamples the table already draws (Romano & Wolf 2005, "Exact and
-approximate stepdown methods for multiple hypothesis testing"; the studentised max-|T| form):
+approximate stepdown methods for multiple hypothesis testing"; the studentised ``max |T|`` form):
 
 - hypotheses: "gain h is 0", one per (row, gain) in the family (the deployable, verified rows);
   a rejection is read in the direction of the estimate ("above" or "below");
