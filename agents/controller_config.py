@@ -7,7 +7,7 @@ Agents take it whole (``config=``) or as flat keyword overrides (``sft_max_steps
 
 The defaults are sized for the offline CPU run (SmolLM2-135M-Instruct on 2 cores): a compact
 prompt (the benchmark name and the question's opening, no legend), SFT for a stated step budget
-toward a cross-fitted, label-aware teacher, GRPO for 20 steps of 8 prompts with reward spread x
+toward a cross-fitted, label-aware teacher, GRPO for 12 steps of 8 prompts with reward spread x
 4 samples, and routing from one forward pass nested in the benchmark label (``route``)
 (``experiments/profile_text_controller.py`` measures where a step's time goes). For the
 paper's setting on a GPU use ``preset="paper"`` (``PRESETS``) with ``model=<local directory>``.
@@ -134,8 +134,10 @@ class GRPOSettings:
     # only labelled positions (lm_head_labelled_only) a grpo step there takes ~8 s wall on 2
     # AVX2 cores, and that whole compare run 2,728 s. With 4 prompts a step, 30 steps saw 2 % of
     # llmrouter's training split and ~35 % of groups had no reward spread (no gradient): now 8
-    # prompts with spread a step (oversample, skip_flat_queries), in 20 steps.
-    max_steps: int = 20
+    # prompts with spread a step (oversample, skip_flat_queries). A step so samples 64 routes and
+    # trains on 32: on specialist-pool it took ~61 s wall on one thread of a loaded 2-core machine
+    # (6 steps moved the probe's expected reward 0.76 -> 1.05), so 12 steps, not more.
+    max_steps: int = 12
     num_generations: int = 4  # group size: completions sampled per prompt
     prompts_per_step: int = 8  # prompts per optimizer step (x num_generations completions)
     # Prompts sampled per step = oversample x prompts_per_step; the first prompts_per_step groups
