@@ -161,12 +161,16 @@ class RandomRouter(Agent):
     def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         if self.n_models is None:
             raise RuntimeError(f"{self.name}: call fit() before act_batch()")
-        salt = str(self.seed).encode()
-        draws = [
-            int.from_bytes(hashlib.blake2b(str(text).encode(), digest_size=8, salt=salt[:16]).digest(), "little")
-            for text in batch.texts
-        ]
-        return (np.asarray(draws, dtype=np.uint64) % np.uint64(self.n_models)).astype(np.int64)
+        return (text_hashes(batch.texts, self.seed) % np.uint64(self.n_models)).astype(np.int64)
+
+
+def text_hashes(texts: Any, seed: int) -> np.ndarray:
+    """``[n]`` uint64 hashes of (seed, text): a seeded draw per question that does not depend on
+    the batch it comes in."""
+    salt = str(seed).encode()[:16]
+    draws = [int.from_bytes(hashlib.blake2b(str(text).encode(), digest_size=8, salt=salt).digest(), "little")
+             for text in texts]
+    return np.asarray(draws, dtype=np.uint64)
 
 
 @register_agent("oracle")

@@ -6,8 +6,9 @@ Agents take it whole (``config=``) or as flat keyword overrides (``sft_max_steps
 ``routing-gym compare --agent-kwargs`` and the registry variants pass them.
 
 The defaults are sized for the offline CPU run (SmolLM2-135M-Instruct on 2 cores): a compact
-prompt (no legend, the question's opening), SFT for a stated step budget over the whole
-training split, GRPO for 30 steps of 4 prompts x 4 samples, routing from one forward pass
+prompt (the benchmark name and the question's opening, no legend), SFT for a stated step budget
+toward a cross-fitted, label-aware teacher, GRPO for 12 steps of 8 prompts with reward spread x
+4 samples, and routing from one forward pass nested in the benchmark label (``route``)
 (``experiments/profile_text_controller.py`` measures where a step's time goes). For the
 paper's setting on a GPU use ``preset="paper"`` (``PRESETS``) with ``model=<local directory>``.
 """
@@ -15,6 +16,7 @@ paper's setting on a GPU use ``preset="paper"`` (``PRESETS``) with ``model=<loca
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
@@ -64,21 +66,28 @@ class PromptSettings:
     # letter means, and the legend was most of each training prompt's tokens (the prefix cache
     # shares it at routing time, but training recomputes it for every prompt).
     show_legend: bool = False
+    # The query's benchmark name, as the paper's router context holds "any metadata provided":
+    # without it the controller competes with per-benchmark routing on less information.
+    include_benchmark: bool = True
 
     def builder(self, legend: ModelLegend) -> PromptBuilder:
-        return PromptBuilder(legend, self.output_format, self.include_difficulty, self.max_question_chars, self.show_legend)
+        return PromptBuilder(legend, self.output_format, self.include_difficulty, self.max_question_chars,
+                             self.show_legend, self.include_benchmark)
 
 
 @dataclass
 class SFTSettings:
     """Supervised fine-tuning (TRL ``SFTTrainer``) toward predicted-best routes
-    (``predicted_targets``), each query's logged best (``oracle_targets``) or reward-weighted
+    (``controller_teacher``), each query's logged best (``oracle_targets``) or reward-weighted
     draws (``sampled_targets``)."""
 
-    energy_coef: float = 0.5  # lambda_e of gated_rank for the targets (the paper's SFT value)
-    # "predicted" (default): each query's route with the best reward predicted by a ridge
-    # regression on TF-IDF features of the question as the prompt shows it, fitted on the SFT
-    # rows (predicted_targets): the best route for questions that read alike. "oracle": each
+    # lambda_e of gated_rank for the targets; None (default): the reward GRPO trains on (the
+    # context's, compare's), so SFT and GRPO pull toward one objective. The paper's SFT used 0.5.
+    energy_coef: float | None = None
+    # "predicted" (default): each query's route with the best reward predicted by the label-aware
+    # teacher (controller_teacher: the benchmark's mean reward plus a ridge regression on TF-IDF
+    # features of the prompt's text), cross-fitted over ``target_folds`` folds of the SFT rows:
+    # the best route for questions that read alike. "oracle": each
     # query's best route in its one logged draw (the paper's targets; the cheapest correct
     # model, so 31 % of specialist-pool's targets are its smallest model, which is right on 34 %
     # of questions). "sampled": a route drawn from softmax(reward / target_temperature).
@@ -90,6 +99,9 @@ class SFTSettings:
     targets: Literal["oracle", "sampled", "predicted"] = "predicted"
     target_temperature: float = 1.0  # "sampled" only
     target_ridge_alpha: float = 3.0  # "predicted" only
+    # "predicted" only: each fold's targets from a teacher fitted on the other folds (1: fitted
+    # and read on the same rows, which recalls each question's own noisy draw).
+    target_folds: int = 5
     tie_break: str = "auto"  # oracle_targets tie rule
     # The step budget: 64 x 8 = 512 queries of a seeded shuffle of the whole training split
     # (the budget, not the split, is what the CPU allows). None: ``epochs`` full passes.
@@ -120,12 +132,29 @@ class GRPOSettings:
     # at 30 the controllers' content gain and top-1 share stayed where they were
     # (experiments/results/text_controller/compare-specialist-pool). Since the LM head scores
     # only labelled positions (lm_head_labelled_only) a grpo step there takes ~8 s wall on 2
-    # AVX2 cores, and that whole compare run 2,728 s.
-    max_steps: int = 30
+    # AVX2 cores, and that whole compare run 2,728 s. With 4 prompts a step, 30 steps saw 2 % of
+    # llmrouter's training split and ~35 % of groups had no reward spread (no gradient): now 8
+    # prompts with spread a step (oversample, skip_flat_queries). A step so samples 64 routes and
+    # trains on 32: on specialist-pool it took ~61 s wall on one thread of a loaded 2-core machine
+    # (6 steps moved the probe's expected reward 0.76 -> 1.05), so 12 steps, not more.
+    max_steps: int = 12
     num_generations: int = 4  # group size: completions sampled per prompt
-    prompts_per_step: int = 4  # prompts per optimizer step (x num_generations completions)
+    prompts_per_step: int = 8  # prompts per optimizer step (x num_generations completions)
+    # Prompts sampled per step = oversample x prompts_per_step; the first prompts_per_step groups
+    # whose rewards differ train, the others are dropped before the loss (a group of equal rewards
+    # has zero advantage: no policy gradient, only cost). A choice completion is a few tokens, so
+    # sampling is cheap beside the backward pass. 1: TRL's GRPO as it is, every group trains.
+    oversample: int = 2
+    # Leave out training queries on which every model earns the same reward: no route there can
+    # beat another, so their groups never have spread.
+    skip_flat_queries: bool = True
     learning_rate: float = 5e-4
     beta: float = 0.0  # KL coefficient to the SFT model; > 0 makes KL-GRPO
+    # "reward_range": TRL's coefficient is beta x the mean per-query range of the training reward
+    # (max - min over the K models), so the penalty is in the reward's units: the KL-regularised
+    # optimum is pi_ref x exp(r / (beta x range)). "nats": beta as given (TRL's meaning). At
+    # beta = 0.04 nats against reward differences of 1-3 the penalty was ~0.005: inert.
+    beta_units: Literal["reward_range", "nats"] = "reward_range"
     temperature: float = 1.0
     # "none": advantages are raw reward differences within a group, the policy gradient of the
     # mean reward. TRL's default "group" divides by the group's spread, so a group whose routes
@@ -147,11 +176,34 @@ class GRPOSettings:
 
 
 @dataclass
+class RouteSettings:
+    """How held-out queries are routed from the choice format's probabilities p_k(x).
+
+    ``label_nested``: by ``S[b(x), k] + alpha x (log p_k(x) - m[b(x), k])``, ``S`` the
+    per-benchmark mean training reward of each model (``per-benchmark``'s score: alpha = 0 is its
+    route exactly) and ``m`` the controller's mean log-probability per benchmark (so the text moves
+    the route only within a benchmark); else by ``p`` alone. ``decoding``: "greedy" (argmax) or
+    "sample" (a draw from ``softmax(score / alpha)``, or from ``p`` when not nested, seeded by the
+    fit seed and the question's text); "auto" chooses on validation. alpha and decoding are chosen
+    by the expected reward on a validation part of train (``nested.validation_parts``), which the
+    controller then does not train on (``controller_policy``). The rationale format always decodes
+    greedily, unnested."""
+
+    label_nested: bool = True
+    alphas: tuple[float, ...] = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)  # candidates beside 0 (label only)
+    decoding: Literal["auto", "greedy", "sample"] = "auto"
+    # Validation queries the controller reads (one forward pass each): a seeded subsample of the
+    # validation part, which also gives the per-benchmark means m.
+    max_validation_queries: int = 512
+
+
+@dataclass
 class EvalSettings:
     batch_size: int = 16  # greedy decoding batch on held-out queries
     prefix_cache: bool = True  # compute the shared instructions + legend once, reuse their KV cache
     # Choice format: route by the most probable "Choice: X" from one forward pass per query
-    # (controller_inference.route_by_choice: the letter greedy decoding writes) instead of
+    # (controller_inference.route_by_choice, then controller_policy: unnested and greedy, the
+    # letter greedy decoding writes) instead of
     # decoding it token by token. The rationale format always decodes.
     choice_forward: bool = True
     # The dtype of choice_forward routing on CPU: "auto" (default: bfloat16 where the CPU has
@@ -175,6 +227,7 @@ class ControllerConfig:
     prompt: PromptSettings = field(default_factory=PromptSettings)
     sft: SFTSettings = field(default_factory=SFTSettings)
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
+    route: RouteSettings = field(default_factory=RouteSettings)
     eval: EvalSettings = field(default_factory=EvalSettings)
     seed: int | None = None  # None: FitContext.seed
     output_dir: str | None = None  # trainer scratch space; None: a temporary directory
@@ -216,6 +269,19 @@ class ControllerConfig:
             raise ValueError(f"grpo.prompts_per_step must be >= 1, got {g.prompts_per_step}")
         if g.beta < 0:
             raise ValueError(f"grpo.beta (KL coefficient) must be >= 0, got {g.beta}")
+        if g.beta_units not in ("reward_range", "nats"):
+            raise ValueError(f"grpo.beta_units must be 'reward_range' or 'nats', got {g.beta_units!r}")
+        if g.oversample < 1:
+            raise ValueError(f"grpo.oversample must be >= 1, got {g.oversample}")
+        r = self.route
+        if r.decoding not in ("auto", "greedy", "sample"):
+            raise ValueError(f"route.decoding must be 'auto', 'greedy' or 'sample', got {r.decoding!r}")
+        if any(not (a > 0 and math.isfinite(a)) for a in r.alphas):
+            raise ValueError(f"route.alphas must be finite numbers > 0 (0, label only, is always a candidate), got {r.alphas}")
+        if r.max_validation_queries < 1:
+            raise ValueError(f"route.max_validation_queries must be >= 1, got {r.max_validation_queries}")
+        if self.sft.target_folds < 1:
+            raise ValueError(f"sft.target_folds must be >= 1, got {self.sft.target_folds}")
         if g.scale_rewards not in ("group", "batch", "none"):
             raise ValueError(f"grpo.scale_rewards must be 'group', 'batch' or 'none', got {g.scale_rewards!r}")
         if self.sft.targets not in ("oracle", "sampled", "predicted"):
@@ -252,6 +318,13 @@ class ControllerConfig:
     def eval_max_new_tokens(self) -> int:
         return self.eval.max_new_tokens or self.max_completion_length
 
+    @property
+    def holds_out_validation(self) -> bool:
+        """Whether routing is chosen on a validation part of train that training leaves out."""
+        r = self.route
+        choice = self.prompt.output_format == "choice" and self.eval.choice_forward
+        return choice and (r.label_nested or r.decoding == "auto")
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -261,6 +334,8 @@ class ControllerConfig:
         sections = {name: section(**data[name]) for name, section in _SECTION_TYPES.items() if name in data}
         if "lora" in sections:
             sections["lora"].target_modules = tuple(sections["lora"].target_modules)
+        if "route" in sections:
+            sections["route"].alphas = tuple(sections["route"].alphas)
         top = {k: v for k, v in data.items() if k not in _SECTION_TYPES}
         return cls(**sections, **top)
 
@@ -279,7 +354,7 @@ class ControllerConfig:
         for key, value in overrides.items():
             section, name = _resolve_key(key)
             target = config if section is None else getattr(config, section)
-            if name == "target_modules" and isinstance(value, list):
+            if name in ("target_modules", "alphas") and isinstance(value, list):
                 value = tuple(value)
             setattr(target, name, value)
         config.validate()
@@ -298,7 +373,7 @@ _ALIASES = {
     "dtype": ("model", "dtype"),
     "device": ("model", "device"),
 }
-_SECTIONS = ("model", "lora", "prompt", "sft", "grpo", "eval")
+_SECTIONS = ("model", "lora", "prompt", "sft", "grpo", "route", "eval")
 
 
 def _resolve_key(key: str) -> tuple[str | None, str]:
@@ -324,6 +399,7 @@ _SECTION_TYPES: dict[str, type] = {
     "prompt": PromptSettings,
     "sft": SFTSettings,
     "grpo": GRPOSettings,
+    "route": RouteSettings,
     "eval": EvalSettings,
 }
 
@@ -332,7 +408,11 @@ _SECTION_TYPES: dict[str, type] = {
 # directory, LoRA on every layer, the legend shown (a 1.5B model can read model names), SFT to
 # the oracle route (the paper's targets) in one pass over the whole training split, GRPO for
 # 1,500 steps of 4 prompts x 8 samples. It needs ``model=<directory>`` (nothing is downloaded); ``experiments/run_paper_controller.sh``
-# is the command that runs it end to end. Nothing else in the project uses it.
+# is the command that runs it end to end. Nothing else in the project uses it. What the CPU
+# default changed since stays the paper's here: SFT at lambda_e = 0.5, GRPO as TRL runs it (every
+# sampled group, every query, KL-GRPO's beta in nats) and greedy routing by the controller alone
+# (the benchmark name is in its prompt: the paper's router context is the question plus any
+# metadata provided).
 PAPER_MODEL = "Qwen2.5-1.5B-Instruct"
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {
@@ -344,6 +424,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "prompt_max_question_chars": 1000,
         "sft_max_train_queries": None,
         "sft_targets": "oracle",  # the paper's targets
+        "sft_energy_coef": 0.5,  # the paper's SFT value
         "sft_max_steps": None,  # one epoch (sft.epochs) over the whole training split
         "sft_batch_size": 16,
         "sft_learning_rate": 1e-4,
@@ -353,6 +434,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         "grpo_num_generations": 8,
         "grpo_learning_rate": 1e-5,
         "grpo_probe_queries": 256,
+        "grpo_oversample": 1,
+        "grpo_skip_flat_queries": False,
+        "grpo_beta_units": "nats",
+        "route_label_nested": False,
+        "route_decoding": "greedy",
         "eval_batch_size": 64,
         "lm_head_token_chunk": None,
     }

@@ -6,8 +6,9 @@
 - ``choice_probabilities`` / ``expected_choice_reward``: the exact probability of each
   ``Choice: X`` and the policy's expected reward, the noise-free probe that training logs
   after SFT and after GRPO;
-- ``route_by_choice``: held-out routing of the choice format from that one forward pass (the
-  most probable letter), with the same overhead arrays as ``generate_greedy``.
+- ``route_by_choice``: the choice probabilities of held-out queries from that one forward pass,
+  with the same overhead arrays as ``generate_greedy`` (``controller_policy`` turns them into
+  routes).
 
 torch is imported inside functions only.
 """
@@ -258,8 +259,9 @@ def route_by_choice(
     meter: str = "auto",
     prefix_cache: bool = True,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Held-out routing of the choice format in one forward pass per query (``choice_actions``
-    of ``choice_probabilities``) instead of decoding ``Choice: X`` token by token.
+    """``([n, K] choice_probabilities, overhead)`` of held-out queries: one forward pass per
+    query instead of decoding ``Choice: X`` token by token (its ``choice_actions`` are the
+    letters greedy decoding writes).
 
     Overhead arrays as ``generate_greedy``'s: ``prompt_tokens``, ``prefill_tokens`` (the query's
     own tokens after the shared prefix, plus the scored ``Choice:`` tokens), ``generated_tokens``
@@ -285,7 +287,7 @@ def route_by_choice(
         joules = energy.stop().gross_j
         overhead["energy_j"] = np.full(n, (joules if joules is not None else math.nan) / max(n, 1))
         energy.close()
-    return choice_actions(probs), overhead
+    return probs, overhead
 
 
 def expected_choice_reward(probabilities: np.ndarray, reward_matrix: np.ndarray, invalid_penalty: float) -> np.ndarray:

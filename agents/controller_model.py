@@ -107,10 +107,12 @@ def save_controller(
     chat: bool,
     legend: ModelLegend,
     name: str = "text-controller",
+    routing: dict[str, Any] | None = None,
 ) -> Path:
     """A controller directory: ``model/`` (Hugging Face model and tokenizer) and
-    ``controller.json`` (stage, config, chat flag, legend). ``TextControllerAgent.load`` reads
-    it; ``sft_checkpoint`` accepts it."""
+    ``controller.json`` (stage, config, chat flag, legend and, for a fitted agent, ``routing``:
+    its benchmark names and routing policy). ``TextControllerAgent.load`` reads it;
+    ``sft_checkpoint`` accepts it."""
     import json
 
     path = Path(path)
@@ -123,6 +125,7 @@ def save_controller(
         "config": config.to_dict(),
         "chat": chat,
         "legend": {"model_ids": list(legend.model_ids), "params_b": list(legend.params_b)},
+        "routing": routing,
     }
     (path / "controller.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     return path

@@ -1,7 +1,8 @@
 """Prompt, targets and parser of the text controller (a small LM that writes its routing choice).
 
-The prompt shows the question, optionally a fixed legend mapping letters to the candidate models
-(name and size) and, optionally, a difficulty field. Two output formats:
+The prompt shows the query's benchmark name (the label ``per-benchmark`` routes by; a benchmark
+the controller never trained on is named all the same), the question, optionally a fixed legend
+mapping letters to the candidate models (name and size) and, optionally, a difficulty field. Two output formats:
 
 - ``"choice"``: exactly ``Choice: C``;
 - ``"rationale"``: ``Reason: <one short sentence>``, then ``Choice: C`` on its own line.
@@ -98,6 +99,7 @@ class PromptBuilder:
     include_difficulty: bool = False
     max_question_chars: int = 400
     show_legend: bool = True
+    include_benchmark: bool = False  # the controller's config turns it on (PromptSettings)
 
     def __post_init__(self) -> None:
         if self.output_format not in FORMATS:
@@ -116,35 +118,50 @@ class PromptBuilder:
             return f"{task} {reply}"
         return f"{task}\nModels:\n{self.legend.text()}\n{reply}"
 
-    def user(self, question: str, difficulty: float | None = None) -> str:
+    def user(self, question: str, difficulty: float | None = None, benchmark: str | None = None) -> str:
         # Long questions are cut: the controller decides from the opening, and every prompt
         # token costs router joules at inference time.
         q = " ".join(str(question).split())
         if len(q) > self.max_question_chars:
             q = q[: self.max_question_chars].rstrip() + " ..."
         text = f"Question: {q}"
+        if self.include_benchmark:
+            # First, so the label sits in the same place in every prompt.
+            if not benchmark:
+                raise ValueError("include_benchmark=True but the query has no benchmark name")
+            text = f"Benchmark: {benchmark}\n{text}"
         if self.include_difficulty:
             if difficulty is None or not math.isfinite(float(difficulty)):
                 raise ValueError("include_difficulty=True but the query has no difficulty value")
             text += f"\nDifficulty: {float(difficulty):.2f}"
         return text
 
-    def messages(self, question: str, difficulty: float | None = None) -> list[dict[str, str]]:
+    def messages(self, question: str, difficulty: float | None = None, benchmark: str | None = None) -> list[dict[str, str]]:
         return [
             {"role": "system", "content": self.system()},
-            {"role": "user", "content": self.user(question, difficulty)},
+            {"role": "user", "content": self.user(question, difficulty, benchmark)},
         ]
 
-    def plain(self, question: str, difficulty: float | None = None) -> str:
+    def plain(self, question: str, difficulty: float | None = None, benchmark: str | None = None) -> str:
         """The same prompt as one string, for models without a chat template."""
-        return f"{self.system()}\n\n{self.user(question, difficulty)}\nAnswer:\n"
+        return f"{self.system()}\n\n{self.user(question, difficulty, benchmark)}\nAnswer:\n"
 
-    def prompts(self, questions: Sequence[str], difficulty: Sequence[float] | None, chat: bool) -> list[Any]:
+    def prompts(
+        self,
+        questions: Sequence[str],
+        difficulty: Sequence[float] | None,
+        chat: bool,
+        benchmarks: Sequence[str] | None = None,
+    ) -> list[Any]:
+        """One prompt per question; ``benchmarks``: each question's benchmark name."""
         if self.include_difficulty and difficulty is None:
             raise ValueError("include_difficulty=True but the batch has no difficulty column")
+        if self.include_benchmark and benchmarks is None:
+            raise ValueError("include_benchmark=True but the batch has no benchmark names")
         d = [None] * len(questions) if difficulty is None else list(difficulty)
+        b = [None] * len(questions) if benchmarks is None else list(benchmarks)
         build = self.messages if chat else self.plain
-        return [build(q, x) for q, x in zip(questions, d)]
+        return [build(q, x, name) for q, x, name in zip(questions, d, b)]
 
     def choice_line(self, index: int) -> str:
         return f"Choice: {self.legend.letter(index)}"

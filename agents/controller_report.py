@@ -24,7 +24,9 @@ def grpo_step_logs(log_history: list[dict[str, Any]], model_ids: Sequence[str]) 
             "step": int(entry["step"]),
             "mean_reward": float(entry["reward"]),
             "reward_std": float(entry.get("reward_std", math.nan)),
-            "frac_reward_zero_std": float(entry.get("frac_reward_zero_std", math.nan)),
+            "frac_reward_zero_std": float(entry.get("frac_reward_zero_std", math.nan)),  # of the groups sampled
+            # groups with spread trained / grpo.prompts_per_step (grpo.oversample >= 2 only)
+            "groups_with_spread": float(entry.get("groups_with_spread", math.nan)),
             "reward_vs_random": float(entry.get("route/reward_vs_random", math.nan)),
             "valid_rate": float(entry.get("route/valid_rate", math.nan)),
             "entropy": float(entry.get("route/entropy", math.nan)),
@@ -92,8 +94,9 @@ def write_training_report(logs: dict[str, Any], out_dir: str | Path, title: str 
         ax.set_title(f"{title}: training reward", fontsize=9)
         ax.legend(fontsize=7)
         ax = axes[1]
-        for key in ("valid_rate", "entropy", "top1_share", "frac_reward_zero_std"):
-            ax.plot(steps["step"], steps[key], marker=".", label=key)
+        for key in ("valid_rate", "entropy", "top1_share", "frac_reward_zero_std", "groups_with_spread"):
+            if steps[key].notna().any():
+                ax.plot(steps["step"], steps[key], marker=".", label=key)
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("GRPO step")
         ax.set_title("validity and collapse signals", fontsize=9)

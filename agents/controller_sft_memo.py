@@ -22,11 +22,13 @@ if TYPE_CHECKING:
 SFT_MEMO: dict[str, tuple[Any, Any, list[dict[str, Any]], dict[str, Any]]] = {}
 
 
-def sft_memo_key(config: ControllerConfig, ctx: FitContext, seed: int) -> str:
-    """Everything the SFT model depends on: the training split's content, the reward's invalid
-    penalty, the seed and every setting but GRPO's and evaluation's."""
+def sft_memo_key(config: ControllerConfig, ctx: FitContext, seed: int, target_reward: str) -> str:
+    """Everything the SFT model depends on: the training split's content, the reward its targets
+    maximise (``target_reward``, described) and its invalid penalty, the seed and every setting but
+    GRPO's and evaluation's (``route`` decides which rows train)."""
     settings = {k: v for k, v in config.to_dict().items() if k not in ("grpo", "eval", "report_dir", "progress")}
-    return json.dumps([ctx.train_tournament.fingerprint, ctx.reward.invalid_penalty, seed, settings], default=str)
+    return json.dumps([ctx.train_tournament.fingerprint, target_reward, ctx.reward.invalid_penalty, seed, settings],
+                      default=str)
 
 
 def remember_sft(

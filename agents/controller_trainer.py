@@ -3,10 +3,14 @@ routes, then GRPO / KL-GRPO (TRL ``GRPOTrainer``) on rewards replayed from the t
 
 Pipeline (``train_controller``):
 
-1. **SFT.** Targets come from ``gated_rank(lambda_e=sft.energy_coef)`` (0.5, the paper's):
-   per query the route with the best reward *predicted* from the question's text
-   (``predicted_targets``, the default), its best logged route (``oracle_targets``, the
-   paper's) or one route drawn from ``softmax(reward / sft.target_temperature)``
+0. **Validation.** When routing is chosen on validation (``route``; ``holds_out_validation``),
+   ``nested.validation_parts`` carves a validation part out of the training split; SFT and GRPO
+   train on the rest and ``TrainedController.validation_rows`` go to ``controller_policy``.
+1. **SFT.** Targets come from the reward GRPO trains on (``sft.energy_coef`` None, the default;
+   the paper's SFT used ``gated_rank(lambda_e=0.5)``): per query the route with the best reward
+   predicted by a cross-fitted, label-aware teacher (``controller_teacher``, the default), its
+   best logged route (``oracle_targets``, the paper's) or one route drawn from
+   ``softmax(reward / sft.target_temperature)``
    (``sampled_targets``; ``sft.targets``). When an earlier controller of this process ran the same SFT, its model
    is copied instead (``controller_sft_memo``). Completions are ``Choice: X`` or a templated
    sentence of logged facts followed by ``Choice: X`` (``controller_prompt.target_completion``). With LoRA the adapter
@@ -16,19 +20,26 @@ Pipeline (``train_controller``):
    parses every sampled completion and returns the gated reward of the chosen model's logged
    outcome under the fit context's reward (``grpo.reward_from_context``, the default; compare's
    default is the paper's ``gated_rank(lambda_e=0.4)``), or the invalid
-   penalty. ``beta > 0`` is KL-GRPO: the reference is the SFT model (a fresh LoRA switched off
-   over the merged SFT weights, or the SFT weights saved and reloaded by TRL).
+   penalty. Queries on which every model earns the same reward are left out
+   (``grpo.skip_flat_queries``), and each step samples ``grpo.oversample`` x the prompts it
+   trains on and keeps the first groups with reward spread (``SpreadGroupsMixin``).
+   ``beta > 0`` is KL-GRPO: the reference is the SFT model (a fresh LoRA switched off
+   over the merged SFT weights, or the SFT weights saved and reloaded by TRL); with
+   ``grpo.beta_units="reward_range"`` TRL's coefficient is beta x the reward's mean range.
 3. **Logs per GRPO step**: mean reward, valid-choice rate, selection mix (share per model),
    normalised selection entropy and top-1 share (``routing_gym.eval.collapse``), TRL's
    ``frac_reward_zero_std`` (groups whose samples all earned the same reward: no gradient),
    and ``kl`` for KL-GRPO. For the choice format, the *exact* expected reward of the policy on
    a fixed probe of training queries is computed before and after GRPO
    (``expected_choice_reward``), a noise-free check that GRPO raised the training reward,
-   with the greedy policy's selection mix, top-1 share and reward there (what held-out
-   routing does, ``choice_actions``).
+   with both decodings' selection mix and top-1 share (sampling: the mean probabilities;
+   greedy: ``choice_actions``) and the greedy policy's reward.
 
 Model loading and saving live in ``controller_model``, decoding and the probe in
-``controller_inference``, the step logs and report files in ``controller_report``.
+``controller_inference``, the SFT teacher in ``controller_teacher``, the routing policy in
+``controller_policy``, the step logs and report files in ``controller_report``. The rest is one
+file past 600 lines because SFT and GRPO share its trainer arguments, LoRA and memory switches
+(checkpointing, LM-head tiles) and the pipeline that runs them in turn.
 torch, transformers, TRL and peft are imported inside functions only.
 """
 
@@ -45,11 +56,11 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import numpy as np
 
 from routing_gym.envs import Reward
-from routing_gym.envs.rewards import oracle_targets, predicted_targets, sampled_targets
+from routing_gym.envs.rewards import oracle_targets, sampled_targets
 from routing_gym.tournament.scoring import score_actions
 from routing_gym.eval.collapse import normalised_entropy, track_actions
 from routing_gym.tournament import Outcomes, Tournament
-from routing_gym_agents.controller_config import ControllerConfig, LoraSettings
+from routing_gym_agents.controller_config import ControllerConfig, GRPOSettings, LoraSettings
 from routing_gym_agents.controller_inference import (
     choice_actions,
     choice_letter_ids,
@@ -60,6 +71,8 @@ from routing_gym_agents.controller_model import checkpoint_model_dir, load_model
 from routing_gym_agents.controller_prompt import ModelLegend, PromptBuilder, parse_choices, target_completion
 from routing_gym_agents.controller_report import grpo_step_logs
 from routing_gym_agents.controller_sft_memo import SFT_MEMO, recall_sft, remember_sft, sft_memo_key
+from routing_gym_agents.controller_teacher import cross_fitted_targets
+from routing_gym_agents.nested import validation_parts
 
 if TYPE_CHECKING:
     from routing_gym_agents.base import FitContext
@@ -233,10 +246,23 @@ def _train(trainer: Any, config: ControllerConfig, progress: bool) -> tuple[Any,
 
 
 # ---------------------------------------------------------------------- SFT
-def prompts_for_rows(builder: PromptBuilder, tournament: Tournament, rows: np.ndarray, chat: bool) -> list[Any]:
+def _prompt_fields(builder: PromptBuilder, tournament: Tournament, rows: np.ndarray) -> tuple[Any, Any, Any]:
+    """Questions, difficulties (None unless shown) and benchmark names of ``rows``."""
     q = tournament.queries
     difficulty = q["difficulty"].to_numpy(dtype=float)[rows] if builder.include_difficulty else None
-    return builder.prompts(q["prompt"].to_numpy(dtype=object)[rows], difficulty, chat)
+    return q["prompt"].to_numpy(dtype=object)[rows], difficulty, q["benchmark"].astype(str).to_numpy(dtype=object)[rows]
+
+
+def prompts_for_rows(builder: PromptBuilder, tournament: Tournament, rows: np.ndarray, chat: bool) -> list[Any]:
+    questions, difficulty, benchmarks = _prompt_fields(builder, tournament, rows)
+    return builder.prompts(questions, difficulty, chat, benchmarks)
+
+
+def user_texts(builder: PromptBuilder, tournament: Tournament, rows: np.ndarray) -> list[str]:
+    """The query part of each row's prompt (what the SFT teacher reads, as the controller does)."""
+    questions, difficulty, benchmarks = _prompt_fields(builder, tournament, rows)
+    d = [None] * len(rows) if difficulty is None else difficulty
+    return [builder.user(q, x, b) for q, x, b in zip(questions, d, benchmarks)]
 
 
 def sft_records(
@@ -380,6 +406,46 @@ def grpo_records(builder: PromptBuilder, tournament: Tournament, rows: np.ndarra
     ]
 
 
+def keep_spread_groups(batch: dict[str, Any], group_size: int, keep: int) -> dict[str, Any]:
+    """TRL's scored generation batch cut to its first ``keep`` groups whose advantages are not
+    all zero (all groups of zero spread: the first ``keep`` groups, so a step still runs), with
+    ``num_items_in_batch`` recounted and ``groups_trained`` added."""
+    import torch
+
+    advantages = batch["advantages"]
+    n = advantages.shape[0]
+    spread = advantages.reshape(n // group_size, -1).abs().amax(dim=1) > 1e-8
+    groups = torch.nonzero(spread).flatten()[:keep]
+    if len(groups) == 0:
+        groups = torch.arange(min(keep, n // group_size))
+    rows = (groups[:, None] * group_size + torch.arange(group_size)).flatten().to(advantages.device)
+    out = {k: v[rows] if torch.is_tensor(v) and v.dim() > 0 and v.shape[0] == n else v for k, v in batch.items()}
+    mask = out["completion_mask"] if out.get("tool_mask") is None else out["completion_mask"] * out["tool_mask"]
+    out["num_items_in_batch"] = mask.sum().to(batch["num_items_in_batch"].dtype)
+    out["groups_trained"] = int(spread[groups].sum())
+    return out
+
+
+class SpreadGroupsMixin:
+    """Put before ``GRPOTrainer``: after TRL samples and scores a step's groups, only the first
+    ``keep_groups`` with reward spread reach the loss (``keep_spread_groups``); the share of
+    groups with spread trained is logged as ``groups_with_spread``."""
+
+    keep_groups: int
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        batch = keep_spread_groups(super()._generate_and_score_completions(inputs), self.num_generations, self.keep_groups)
+        self._metrics["train"]["groups_with_spread"].append(batch.pop("groups_trained") / self.keep_groups)
+        return batch
+
+
+def kl_coefficient(g: GRPOSettings, reward_matrix: np.ndarray) -> float:
+    """TRL's beta: ``g.beta`` in nats, or times the mean per-query range of the reward."""
+    if g.beta_units == "nats":
+        return g.beta
+    return g.beta * float(np.ptp(reward_matrix, axis=1).mean())
+
+
 def run_grpo(
     model: Any,
     tokenizer: Any,
@@ -389,8 +455,10 @@ def run_grpo(
     output_dir: Path,
     seed: int,
     progress: bool,
+    beta: float,
 ) -> tuple[Any, list[dict[str, Any]]]:
-    """GRPO from ``model`` (the SFT checkpoint); returns the (merged) model and TRL's logs.
+    """GRPO from ``model`` (the SFT checkpoint) with TRL's KL coefficient ``beta``; returns the
+    (merged) model and TRL's logs.
 
     KL-GRPO without LoRA: TRL rebuilds the reference from ``config._name_or_path``, so the
     SFT weights are saved first and the policy's config points at them.
@@ -401,12 +469,15 @@ def run_grpo(
     g = config.grpo
     device = str(model.device.type)
     peft_config = lora_config(config.lora, model)
-    if g.beta > 0 and peft_config is None:
+    if beta > 0 and peft_config is None:
         sft_dir = output_dir / "sft-reference"
         model.save_pretrained(sft_dir)
         tokenizer.save_pretrained(sft_dir)
         model.config._name_or_path = str(sft_dir)
-    completions_per_step = g.prompts_per_step * g.num_generations
+    completions_per_step = g.oversample * g.prompts_per_step * g.num_generations
+    sampled = g.oversample * g.prompts_per_step
+    if len(records) < sampled:  # TRL would find no full batch and silently train nothing
+        records = (records * math.ceil(sampled / len(records)))[:sampled]
     args = GRPOConfig(
         **_common_args(config, output_dir, seed, progress, device),
         max_steps=g.max_steps,
@@ -415,14 +486,17 @@ def run_grpo(
         num_generations=g.num_generations,
         learning_rate=g.learning_rate,
         lr_scheduler_type="constant",
-        beta=g.beta,
+        beta=beta,
         temperature=g.temperature,
         scale_rewards=g.scale_rewards,
         loss_type=g.loss_type,
         max_completion_length=config.max_completion_length,
         log_completions=False,
     )
-    trainer = GRPOTrainer(
+    trainer_class = GRPOTrainer
+    if g.oversample > 1:
+        trainer_class = type("SpreadGroupsGRPOTrainer", (SpreadGroupsMixin, GRPOTrainer), {"keep_groups": g.prompts_per_step})
+    trainer = trainer_class(
         model=model,
         reward_funcs=[reward_fn],
         args=args,
@@ -441,6 +515,7 @@ class TrainedController:
     builder: PromptBuilder
     chat: bool
     logs: dict[str, Any]
+    validation_rows: np.ndarray  # training-split rows neither SFT nor GRPO read (empty: none carved)
 
 
 def _subsample(rows: np.ndarray, n: int | None, rng: np.random.Generator) -> np.ndarray:
@@ -456,16 +531,27 @@ def sft_targets(
     reward: Reward,
     rows: np.ndarray,
     rng: np.random.Generator,
+    codes: np.ndarray,
+    n_benchmarks: int,
+    seed: int,
 ) -> np.ndarray:
-    """The SFT route of every row in ``rows`` under ``config.sft.targets``."""
+    """The SFT route of every row in ``rows`` under ``config.sft.targets`` (``codes``: the
+    benchmark code of every row of ``tournament``)."""
     s = config.sft
     if s.targets == "sampled":
         return sampled_targets(tournament, reward, s.target_temperature, rng, rows=rows)
     if s.targets == "predicted":
-        # The regression reads what the controller reads: the question as its prompt shows it.
-        questions = tournament.queries["prompt"].to_numpy(dtype=object)[rows]
-        return predicted_targets(tournament, reward, [builder.user(q) for q in questions], rows, s.target_ridge_alpha)
+        # The teacher reads what the controller reads: the query as its prompt shows it.
+        return cross_fitted_targets(user_texts(builder, tournament, rows), reward.matrix(tournament, rows), codes[rows],
+                                    n_benchmarks, s.target_ridge_alpha, s.target_folds, seed)
     return oracle_targets(tournament, reward, tie_break=s.tie_break, rows=rows)
+
+
+def sft_reward(config: ControllerConfig, ctx: FitContext) -> Reward:
+    """The reward SFT's targets maximise: GRPO's, unless ``sft.energy_coef`` names another lambda_e."""
+    if config.sft.energy_coef is None:
+        return rl_reward(config, ctx)
+    return Reward("gated_rank", {"lambda_e": config.sft.energy_coef}, invalid_penalty=ctx.reward.invalid_penalty)
 
 
 def rl_reward(config: ControllerConfig, ctx: FitContext) -> Reward:
@@ -491,6 +577,12 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
     builder = p.builder(legend)
     rng = np.random.default_rng(seed)
     logs: dict[str, Any] = {"config": config.to_dict(), "stage": stage, "seed": seed}
+    codes = np.asarray(ctx.train_observations().benchmarks, dtype=np.int64)
+    train_rows, validation_rows = np.arange(ctx.n_train), np.zeros(0, dtype=np.int64)
+    parts = validation_parts(ctx) if config.holds_out_validation else None
+    if parts is not None:  # None: too few rows to carve, so routing is chosen without validation
+        train_rows, validation_rows = parts
+    logs["validation_queries"] = int(len(validation_rows))
 
     tic = time.perf_counter()
     checkpoint = config.sft.checkpoint
@@ -503,13 +595,11 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
     with tempfile.TemporaryDirectory(prefix="routing-gym-controller-", dir=config.output_dir) as scratch:
         scratch_dir = Path(scratch)
         # --- SFT
-        sft_rows = _subsample(np.arange(ctx.n_train), config.sft.max_train_queries, rng)
-        sft_reward = Reward(
-            "gated_rank", {"lambda_e": config.sft.energy_coef}, invalid_penalty=ctx.reward.invalid_penalty
-        )
-        targets = sft_targets(config, builder, t, sft_reward, sft_rows, rng)
+        sft_rows = _subsample(train_rows, config.sft.max_train_queries, rng)
+        target_reward = sft_reward(config, ctx)
+        targets = sft_targets(config, builder, t, target_reward, sft_rows, rng, codes, len(ctx.benchmarks), seed)
         tic = time.perf_counter()
-        memo_key = sft_memo_key(config, ctx, seed)
+        memo_key = sft_memo_key(config, ctx, seed, target_reward.describe())
         if checkpoint is not None:
             sft_log = []
             logs["sft_checkpoint"] = str(checkpoint)
@@ -527,6 +617,7 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
             save_controller(config.sft.save_to, model, tokenizer, "sft", config, chat, legend)
         logs["sft"] = {
             "n_queries": int(len(sft_rows)),
+            "target_reward": target_reward.describe(),
             "target_mix": {
                 m: float(s) for m, s in zip(legend.model_ids, np.bincount(targets, minlength=legend.k) / len(targets))
             },
@@ -534,10 +625,11 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
             "grad_norm": [float(e["grad_norm"]) for e in sft_log if "grad_norm" in e],
         }
         if stage == "grpo" and config.grpo.max_steps > 0:
-            logs["grpo"] = _grpo_stage(model, tokenizer, builder, chat, config, ctx, rng, seed, progress, scratch_dir)
+            logs["grpo"] = _grpo_stage(model, tokenizer, builder, chat, config, ctx, train_rows, rng, seed, progress,
+                                       scratch_dir)
             model = logs["grpo"].pop("model")
         logs["train_s"] = logs["sft_s"] + logs.get("grpo", {}).get("grpo_s", 0.0)
-    return TrainedController(model, tokenizer, builder, chat, logs)
+    return TrainedController(model, tokenizer, builder, chat, logs, validation_rows)
 
 
 def _probe(
@@ -551,16 +643,18 @@ def _probe(
     reward: Reward,
     when: str,
 ) -> dict[str, Any]:
-    """The probe's exact numbers from one forward pass per query: the sampling policy's
-    expected reward and mean choice probabilities, and the greedy policy's selection mix and
-    top-1 share (the letter held-out routing picks, ``choice_actions``)."""
+    """The probe's exact numbers from one forward pass per query, for both decodings of the
+    controller alone: the sampling policy's expected reward, selection mix (its mean choice
+    probabilities) and top-1 share, and the greedy policy's (the letter ``choice_actions`` picks)."""
     probs = choice_probabilities(model, tokenizer, builder, prompts, chat, config.eval.batch_size, config.eval.prefix_cache)
     greedy = choice_actions(probs)
     valid = greedy[greedy >= 0]
     counts = np.bincount(valid, minlength=builder.legend.k)
+    sampled_mix = probs.mean(axis=0)
     return {
         f"expected_reward_{when}": float(expected_choice_reward(probs, matrix, reward.invalid_penalty).mean()),
-        f"choice_probs_{when}": probs.mean(axis=0).tolist(),
+        f"choice_probs_{when}": sampled_mix.tolist(),
+        f"sampled_top1_share_{when}": float(sampled_mix.max()),
         f"greedy_mix_{when}": {m: float(c / len(greedy)) for m, c in zip(builder.legend.model_ids, counts)},
         f"greedy_top1_share_{when}": float(counts.max() / len(greedy)),
         f"greedy_reward_{when}": float(
@@ -576,6 +670,7 @@ def _grpo_stage(
     chat: bool,
     config: ControllerConfig,
     ctx: FitContext,
+    train_rows: np.ndarray,
     rng: np.random.Generator,
     seed: int,
     progress: bool,
@@ -584,8 +679,15 @@ def _grpo_stage(
     t = ctx.train_tournament
     g = config.grpo
     reward = rl_reward(config, ctx)
-    rows = _subsample(np.arange(ctx.n_train), g.max_train_queries, rng)
-    out: dict[str, Any] = {"reward": reward.describe(), "n_queries": int(len(rows))}
+    rows = _subsample(train_rows, g.max_train_queries, rng)
+    out: dict[str, Any] = {"reward": reward.describe()}
+    if g.skip_flat_queries:
+        spread = np.ptp(reward.matrix(t, rows), axis=1) > 0
+        out["flat_queries_skipped"] = int((~spread).sum())
+        rows = rows[spread] if spread.any() else rows
+    out["n_queries"] = int(len(rows))
+    beta = kl_coefficient(g, reward.matrix(t, rows))
+    out["beta"] = beta  # TRL's coefficient
     probe = rows[: g.probe_queries] if builder.output_format == "choice" and g.probe_queries else None
     if probe is not None:
         try:
@@ -603,13 +705,14 @@ def _grpo_stage(
     reward_fn = RoutingReward(reward, list(t.model_ids), centering=g.reward_centering)
     tic = time.perf_counter()
     model, history = run_grpo(
-        model, tokenizer, grpo_records(builder, t, rows, chat), reward_fn, config, scratch_dir / "grpo", seed, progress
+        model, tokenizer, grpo_records(builder, t, rows, chat), reward_fn, config, scratch_dir / "grpo", seed, progress,
+        beta,
     )
     out["grpo_s"] = time.perf_counter() - tic
     out["steps"] = grpo_step_logs(history, reward_fn.model_ids)
     sampled = np.concatenate([h["actions"] for h in reward_fn.history]) if reward_fn.history else np.zeros(0, int)
     raw = np.concatenate([h["rewards"] for h in reward_fn.history]) if reward_fn.history else np.zeros(0)
-    per_step = g.prompts_per_step * g.num_generations
+    per_step = g.oversample * g.prompts_per_step * g.num_generations  # sampled, trained or not
     tracker = track_actions(sampled, t.n_models, raw, window=per_step, model_ids=list(t.model_ids))
     out["collapse"] = tracker.summary()
     if probe is not None:

@@ -1,16 +1,21 @@
 """The text controller as registered agents: a small LM reads the question and writes its
 routing choice (the reference paper's router).
 
-- ``sft``: supervised fine-tuning toward the oracle route (``gated_rank``, lambda_e = 0.5) or
-  reward-weighted routes (``sft.targets``);
+- ``sft``: supervised fine-tuning toward a cross-fitted, label-aware teacher's routes under the
+  context's reward (``controller_teacher``), oracle routes or reward-weighted ones (``sft.targets``);
 - ``grpo``: SFT, then GRPO on rewards replayed from the tournament under the context's reward;
-- ``kl-grpo``: the same with a KL penalty (``beta = 0.04``) toward the SFT model.
+- ``kl-grpo``: the same with a KL penalty toward the SFT model (``KL_GRPO_BETA``: 0.25 x the
+  reward's mean range, or the paper's 0.04 nats under ``grpo.beta_units="nats"``).
 
 Every option of ``ControllerConfig`` is a keyword (``make_agent("grpo", grpo_max_steps=50,
 format="rationale", model="Qwen/Qwen2.5-1.5B-Instruct", dtype="bfloat16")``), and
-``preset="paper"`` selects the paper's scale (``controller_config.PRESETS``). Held-out routing
-is greedy: for the choice format the most probable letter from one forward pass per query
-(``eval.choice_forward``), else decoded; each ``act_batch`` records the controller's own cost per query in
+``preset="paper"`` selects the paper's scale (``controller_config.PRESETS``). Held-out routing of
+the choice format reads the letters' probabilities from one forward pass per query
+(``eval.choice_forward``) and routes by ``controller_policy``: nested in the benchmark label, with
+alpha and greedy or sampled decoding chosen on a validation part of train (``route``; the fit
+logs and compare's ``fit_overhead_route_alpha`` / ``fit_overhead_route_sampling`` columns name
+the choice); the rationale format is decoded greedily. Each ``act_batch`` records the
+controller's own cost per query in
 ``overhead_`` (prompt and generated tokens, decode seconds, and joules when an energy meter
 is available), which ``routing-gym compare`` reads through ``overhead``.
 
@@ -20,6 +25,7 @@ torch, transformers and TRL are imported only when an agent is fitted.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +34,18 @@ import numpy as np
 from routing_gym.envs.observation import ObservationBatch
 from routing_gym_agents.base import Agent, FitContext
 from routing_gym_agents.controller_config import ControllerConfig
+from routing_gym_agents.controller_policy import RoutePolicy, fit_overhead
 from routing_gym_agents.controller_prompt import ModelLegend, PromptBuilder, parse_choices
 from routing_gym_agents.registry import register_agent
 
-KL_GRPO_BETA = 0.04
+# kl-grpo's coefficient by grpo.beta_units: a quarter of the reward's range makes the KL-regularised
+# optimum pi_ref x exp(4 r / range), a real pull toward SFT; 0.04 nats is the paper's.
+KL_GRPO_BETA = {"reward_range": 0.25, "nats": 0.04}
 
 
 @register_agent("sft", stage="sft")
 @register_agent("grpo", stage="grpo")
-@register_agent("kl-grpo", stage="grpo", grpo_beta=KL_GRPO_BETA)
+@register_agent("kl-grpo", stage="grpo", kl=True)
 class TextControllerAgent(Agent):
     """SFT -> GRPO / KL-GRPO text controller (TRL). See ``controller_trainer`` for the recipe."""
 
@@ -46,11 +55,15 @@ class TextControllerAgent(Agent):
     # Audited like every agent (seeded: transformers.set_seed and TRL's seed/data_seed): the audit
     # repeats the cell's fit and act, doubling its cost (experiments/results/audit-cost).
 
-    def __init__(self, stage: str = "sft", config: ControllerConfig | None = None, **overrides: Any) -> None:
+    def __init__(self, stage: str = "sft", config: ControllerConfig | None = None, kl: bool = False,
+                 **overrides: Any) -> None:
+        """``kl``: KL-GRPO, at ``KL_GRPO_BETA`` of the config's ``grpo.beta_units`` unless a beta is given."""
         if stage not in ("sft", "grpo"):
             raise ValueError(f"stage must be 'sft' or 'grpo', got {stage!r}")
         self.stage = stage
         self.config = ControllerConfig.from_kwargs(config, **overrides)
+        if kl and self.config.grpo.beta == 0.0:
+            self.config.grpo.beta = KL_GRPO_BETA[self.config.grpo.beta_units]
         # The prompt may show the generator's latent difficulty: privileged, so declared.
         self.privileged = frozenset({"difficulty"}) if self.config.prompt.include_difficulty else frozenset()
         self.model_: Any = None
@@ -60,6 +73,8 @@ class TextControllerAgent(Agent):
         self.logs_: dict[str, Any] = {}
         self.overhead_: dict[str, Any] = {}
         self.completions_: list[str] = []
+        self.benchmarks_: list[str] = []  # the names behind the observations' benchmark codes
+        self.policy_: RoutePolicy | None = None
         self._router: Any = None  # routing_model(model_), made on first use
 
     # ------------------------------------------------------------------ training
@@ -70,7 +85,9 @@ class TextControllerAgent(Agent):
         self.model_, self.tokenizer_ = trained.model, trained.tokenizer
         self._router = None
         self.builder_, self.chat_ = trained.builder, trained.chat
+        self.benchmarks_ = list(ctx.benchmarks)
         self.logs_ = trained.logs
+        self.logs_["route"] = self._fit_policy(ctx, trained.validation_rows)
         if self.config.report_dir:
             from routing_gym_agents.controller_report import write_training_report
 
@@ -81,14 +98,51 @@ class TextControllerAgent(Agent):
         logs["overhead"] = {k: logs[k] for k in ("load_s", "sft_s", "train_s") if k in logs}
         if "grpo" in logs:
             logs["overhead"]["grpo_s"] = logs["grpo"]["grpo_s"]
+        logs["overhead"].update(fit_overhead(self.policy_))  # the chosen alpha and decoding, in the row
         return logs
+
+    def _fit_policy(self, ctx: FitContext, validation_rows: np.ndarray) -> dict[str, Any]:
+        """``policy_`` from the controller's probabilities on (up to ``route.max_validation_queries``
+        of) ``validation_rows``, the training rows it did not train on (``controller_policy``)."""
+        from routing_gym.eval.hull import benchmark_means
+        from routing_gym_agents.controller_inference import choice_probabilities
+        from routing_gym_agents.controller_policy import choose_policy, refit_label
+        from routing_gym_agents.controller_trainer import prompts_for_rows
+
+        r, seed = self.config.route, ctx.seed if self.config.seed is None else self.config.seed
+        decodings = ("greedy", "sample") if r.decoding == "auto" else (r.decoding,)
+        if not self._routes_by_choice_forward():
+            self.policy_ = RoutePolicy(None, "greedy", seed)
+            return {**self.policy_.describe(), "reason": "the rationale format (or no choice forward) decodes greedily"}
+        codes = np.asarray(ctx.train_observations().benchmarks, dtype=np.int64)
+        n_b = len(ctx.benchmarks)
+        outcomes, rewards = ctx.train_outcomes(), ctx.train_reward_matrix()
+        label, joules = benchmark_means(rewards, codes, n_b), benchmark_means(outcomes.energy_j, codes, n_b)
+        if len(validation_rows) == 0:  # nothing to choose on: the label alone, as nested routers do
+            self.policy_ = RoutePolicy(0.0, "greedy", seed, label, joules, np.zeros_like(label)) if r.label_nested \
+                else RoutePolicy(None, decodings[0], seed)
+            return {**self.policy_.describe(), "validation_queries": 0}
+        rng = np.random.default_rng(seed)
+        val = np.sort(rng.permutation(validation_rows)[: r.max_validation_queries])
+        fit = np.setdiff1d(np.arange(ctx.n_train), validation_rows)
+        tic = time.perf_counter()
+        prompts = prompts_for_rows(self.builder_, ctx.train_tournament, val, self.chat_)
+        probs = choice_probabilities(self._routing_model(), self.tokenizer_, self.builder_, prompts, self.chat_,
+                                     self.config.eval.batch_size, self.config.eval.prefix_cache)
+        chosen, values = choose_policy(
+            probs, codes[val], rewards[val], benchmark_means(rewards[fit], codes[fit], n_b),
+            benchmark_means(outcomes.energy_j[fit], codes[fit], n_b), n_b, r.alphas, decodings, r.label_nested,
+            ctx.reward.invalid_penalty, seed)
+        self.policy_ = refit_label(chosen, label, joules)
+        return {**self.policy_.describe(), "validation_value": values, "validation_queries": int(len(val)),
+                "validation_s": time.perf_counter() - tic}
 
     # ------------------------------------------------------------------ routing
     def act_batch(self, batch: ObservationBatch) -> np.ndarray:
         if self._routes_by_choice_forward():
             from routing_gym_agents.controller_inference import route_by_choice
 
-            actions, self.overhead_ = route_by_choice(
+            probs, self.overhead_ = route_by_choice(
                 self._routing_model(),
                 self.tokenizer_,
                 self.builder_,
@@ -98,7 +152,7 @@ class TextControllerAgent(Agent):
                 meter=self.config.eval.meter,
                 prefix_cache=self.config.eval.prefix_cache,
             )
-            return actions
+            return self.policy_.act(probs, self._codes(batch), batch.texts)
         completions = self.complete(batch)
         return parse_choices(completions, self.builder_.legend.k)
 
@@ -124,11 +178,21 @@ class TextControllerAgent(Agent):
             self._router = routing_model(self.model_, self.config.eval.dtype)
         return self._router
 
+    def _codes(self, batch: ObservationBatch) -> np.ndarray:
+        codes = np.asarray(batch.benchmarks, dtype=np.int64)
+        if len(codes) and (codes.min() < 0 or codes.max() >= len(self.benchmarks_)):
+            raise ValueError(f"{self.name}: benchmark codes {codes.min()}..{codes.max()} outside the "
+                             f"{len(self.benchmarks_)} benchmark names of its tournament")
+        return codes
+
     def _prompts(self, batch: ObservationBatch) -> list[Any]:
         if self.model_ is None or self.builder_ is None:
             raise RuntimeError(f"{self.name}: call fit() (or load()) before routing")
         difficulty = batch.get("difficulty")
-        return self.builder_.prompts(list(batch.texts), None if difficulty is None else difficulty.reshape(-1), self.chat_)
+        # Every code names a benchmark of the tournament, trained on or not (unseen ones included).
+        names = [self.benchmarks_[c] for c in self._codes(batch)]
+        return self.builder_.prompts(list(batch.texts), None if difficulty is None else difficulty.reshape(-1),
+                                     self.chat_, names)
 
     def complete(self, batch: ObservationBatch) -> list[str]:
         """Greedy completions for ``batch``; also sets ``overhead_`` and ``completions_``."""
@@ -171,6 +235,7 @@ class TextControllerAgent(Agent):
             self.chat_,
             self.builder_.legend,
             name=self.name,
+            routing={"benchmarks": self.benchmarks_, "policy": self.policy_.to_dict()},
         )
 
     @classmethod
@@ -182,6 +247,8 @@ class TextControllerAgent(Agent):
         if not meta_file.is_file():
             raise FileNotFoundError(f"{path} is not a saved text controller (no controller.json)")
         meta = json.loads(meta_file.read_text())
+        if meta.get("routing") is None:
+            raise ValueError(f"{path} holds a model before routing was fitted (sft.save_to): pass it as sft_checkpoint")
         config = ControllerConfig.from_dict(meta["config"])
         agent = cls(stage=meta["stage"], config=config)
         agent.name = meta.get("name", agent.name)
@@ -190,4 +257,6 @@ class TextControllerAgent(Agent):
         agent.chat_ = bool(meta["chat"])
         legend = ModelLegend(tuple(meta["legend"]["model_ids"]), tuple(float(p) for p in meta["legend"]["params_b"]))
         agent.builder_ = config.prompt.builder(legend)
+        agent.benchmarks_ = list(meta["routing"]["benchmarks"])
+        agent.policy_ = RoutePolicy.from_dict(meta["routing"]["policy"])
         return agent

@@ -14,8 +14,9 @@ time and peak memory of the whole run) and writes
 ``experiments/results/text_controller/compare-<tournament>/``: compare's own files (``table.md``,
 ``frontier.md``, ``results.json``, ...), each controller's training report under
 ``reports/<agent>/seed-<seed>/`` and a ``README.md`` naming the command, the run's time and
-memory, the probe before -> after, and the SFT teacher (the regression SFT's targets come from)
-read on the held-out queries beside the controllers.
+memory, each controller's routing choice (alpha and decoding, chosen on validation), the probe
+before -> after, and the SFT teacher (the label-aware regression SFT's targets come from) read on
+the held-out queries beside the controllers.
 """
 
 from __future__ import annotations
@@ -75,9 +76,37 @@ def _probe_rows(reports: Path) -> list[dict[str, Any]]:
         if "expected_reward_before" not in grpo:
             continue
         rows.append({"agent": summary.parent.parent.name, "seed": summary.parent.name, **{
-            k: grpo[k] for k in grpo if k.startswith(("expected_reward", "greedy_", "probe_random", "probe_oracle"))
+            k: grpo[k] for k in grpo
+            if k.startswith(("expected_reward", "greedy_", "sampled_", "probe_random", "probe_oracle"))
         }})
     return rows
+
+
+def _route_rows(reports: Path) -> list[dict[str, Any]]:
+    """Each controller's routing choice (``controller_policy``) from its training report."""
+    rows = []
+    for summary in sorted(reports.glob("*/seed-*/summary.json")):
+        route = json.loads(summary.read_text()).get("route")
+        if route:
+            rows.append({"agent": summary.parent.parent.name, "seed": summary.parent.name, **route})
+    return rows
+
+
+def _route_lines(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["## Routing choice (on a validation part of train, at compare's reward)", "",
+             "Each controller routes by the per-benchmark route's train score + alpha x its log-probabilities "
+             "(centred within the benchmark), greedily or by sampling; alpha = 0 is the label alone.", "",
+             "| agent | seed | alpha | decoding | validation reward: chosen | label only | validation queries |",
+             "|---|---|---|---|---:|---:|---:|"]
+    for r in rows:
+        values = r.get("validation_value") or {}
+        best = f"{max(values.values()):.3f}" if values else "—"
+        label = f"{values['label only']:.3f}" if "label only" in values else "—"
+        lines.append(f"| {r['agent']} | {r['seed']} | {r['alpha']} | {r['decoding']} | {best} | {label} | "
+                     f"{r.get('validation_queries', 0)} |")
+    return [*lines, ""]
 
 
 def _mix(mix: dict[str, float]) -> str:
@@ -97,37 +126,44 @@ def machine() -> dict[str, Any]:
 
 
 def sft_teacher(out: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
-    """The SFT targets' regression (``predicted_targets``: ridge on TF-IDF of the question as the
-    run's prompt shows it) fitted on the training split and read on the held-out one, scored with
-    compare's reward (``settings``: results.json's); None when the run's SFT used other targets or no
-    controller left a report."""
-    from routing_gym.envs import Reward, predicted_targets
+    """The SFT targets' teacher (``controller_teacher``: the benchmark's mean reward plus a ridge on
+    TF-IDF of the query as the run's prompt shows it) fitted on the training split and read on the
+    held-out one, scored with compare's reward (``settings``: results.json's); None when the run's
+    SFT used other targets, predates this teacher (its config has no ``sft.target_folds``; its
+    README, regenerated, has no teacher section) or no controller left a report."""
+    from routing_gym.envs import Reward
     from routing_gym.sources import resolve_tournament
     from routing_gym.tournament.scoring import score_actions
     from routing_gym_agents.controller_config import ControllerConfig
     from routing_gym_agents.controller_prompt import ModelLegend
+    from routing_gym_agents.controller_teacher import teacher_rewards
+    from routing_gym_agents.controller_trainer import user_texts
 
     summaries = sorted((out / "reports").glob("*/seed-*/summary.json"))
     if not summaries:
         return None
     trained = json.loads(summaries[0].read_text())["config"]  # the config the controller trained with
-    if trained["sft"]["targets"] != "predicted":
+    if trained["sft"]["targets"] != "predicted" or "target_folds" not in trained["sft"]:
         return None
     config = ControllerConfig.from_dict(trained)
     controller = summaries[0].parent.parent.name
     t = resolve_tournament(settings["tournament"]["name"])
     train, test = t.split_rows(settings["tournament"]["train_split"]), t.split_rows(settings["tournament"]["test_split"])
     builder = config.prompt.builder(ModelLegend.from_tournament(t))
-    target_reward = Reward("gated_rank", {"lambda_e": config.sft.energy_coef})
-    routes = predicted_targets(t, target_reward, [builder.user(q) for q in t.prompts[train]], train,
-                               config.sft.target_ridge_alpha, read_texts=[builder.user(q) for q in t.prompts[test]])
     spec = settings["reward"]
     reward = Reward(spec["name"], spec["coefficients"], invalid_penalty=spec["invalid_penalty"])
+    # None: the controllers' SFT targets maximise compare's reward (GRPO's), else the stated lambda_e.
+    energy_coef = config.sft.energy_coef
+    target_reward = reward if energy_coef is None else Reward("gated_rank", {"lambda_e": energy_coef})
+    codes = t.benchmark_codes
+    routes = teacher_rewards(user_texts(builder, t, train), target_reward.matrix(t, train), codes[train],
+                             user_texts(builder, t, test), codes[test], len(t.benchmarks),
+                             config.sft.target_ridge_alpha).argmax(axis=1)
     metrics = score_actions(reward.matrix(t, test), t.outcomes(test), routes, reward.invalid_penalty).metrics()
     counts = np.bincount(routes, minlength=t.n_models)
     return {**metrics, "top1_share": counts.max() / len(routes), "top1_model": t.model_ids[int(counts.argmax())],
             "agent": controller, "max_question_chars": config.prompt.max_question_chars,
-            "energy_coef": config.sft.energy_coef, "reward": spec["describe"]}
+            "target_reward": target_reward.describe(), "reward": spec["describe"]}
 
 
 def _teacher_lines(teacher: dict[str, Any] | None, rows: list[dict[str, Any]]) -> list[str]:
@@ -136,11 +172,12 @@ def _teacher_lines(teacher: dict[str, Any] | None, rows: list[dict[str, Any]]) -
     lines = [
         "## The SFT teacher on held-out queries",
         "",
-        f"SFT imitates `predicted_targets`: a ridge regression of every model's reward (gated_rank, lambda_e = "
-        f"{teacher['energy_coef']}) on TF-IDF features of the question as `{teacher['agent']}`'s prompt shows it (first "
-        f"{teacher['max_question_chars']} characters), fitted on the training split. Read here on the held-out "
-        "queries it never saw (no language model involved), it is what imitating the targets could reach: a "
-        "controller below it did not learn what its targets read in the text.",
+        f"SFT imitates `controller_teacher`: every model's reward ({teacher['target_reward']}) predicted as its mean "
+        f"on the query's benchmark plus a ridge regression on TF-IDF features of the query as `{teacher['agent']}`'s "
+        f"prompt shows it (benchmark name and first {teacher['max_question_chars']} characters); SFT's targets were "
+        "cross-fitted on its rows. Fitted here on the whole training split and read on the held-out queries it never "
+        "saw (no language model involved), it is what imitating the targets could reach: a controller below it did "
+        "not learn what its targets read in the text.",
         "",
         f"| router | {teacher['reward']} | accuracy % | mean J | top-1 share |",
         "|---|---:|---:|---:|---|",
@@ -155,33 +192,38 @@ def _teacher_lines(teacher: dict[str, Any] | None, rows: list[dict[str, Any]]) -
 
 
 def readme_about(timing: dict[str, Any], probe: list[dict[str, Any]], table: str,
-                 teacher_lines: list[str] | None = None) -> str:
-    """The README's text after its title and command: the run's cost, the probe, the SFT teacher
-    on held-out queries, compare's table."""
+                 teacher_lines: list[str] | None = None, route_lines: list[str] | None = None) -> str:
+    """The README's text after its title and command: the run's cost, the routing choice, the
+    probe, the SFT teacher on held-out queries, compare's table."""
     lines = [
         f"Whole run: {timing['wall_s']:.0f} s wall, {timing['cpu_s']:.0f} s CPU (user + system, every process), peak "
         f"memory {timing['peak_rss_gb']} GB (largest process), on {_machine_words(timing)} (`run.json`: the "
         "compare command it ran; wall time depends on the machine's load).",
         "",
+        *(route_lines or []),
         "## Training probe: after SFT -> after GRPO",
         "",
-        "The probe is exact (one forward pass per query, no sampling): the sampling policy's expected reward and the "
-        "greedy policy's selection mix on the first GRPO training queries.",
+        "The probe is exact (one forward pass per query, no sampling) and reads the controller alone, both decodings: "
+        "the sampling policy's expected reward and top-1 share, the greedy policy's reward and selection mix, on the "
+        "first GRPO training queries.",
         "",
-        "| agent | seed | expected reward before -> after | greedy reward before -> after | greedy top-1 share "
-        "before -> after | greedy mix before | greedy mix after | random route | oracle |",
-        "|---|---|---:|---:|---:|---|---|---:|---:|",
+        "| agent | seed | expected (sampled) reward before -> after | greedy reward before -> after | sampled top-1 "
+        "share before -> after | greedy top-1 share before -> after | greedy mix before | greedy mix after | "
+        "random route | oracle |",
+        "|---|---|---:|---:|---:|---:|---|---|---:|---:|",
     ]
     for r in probe:
+        sampled = (f"{r['sampled_top1_share_before']:.2f} -> {r['sampled_top1_share_after']:.2f}"
+                   if "sampled_top1_share_before" in r else "—")  # runs before it was recorded
         lines.append(
             f"| {r['agent']} | {r['seed']} | {r['expected_reward_before']:.3f} -> {r['expected_reward_after']:.3f} | "
-            f"{r['greedy_reward_before']:.3f} -> {r['greedy_reward_after']:.3f} | "
+            f"{r['greedy_reward_before']:.3f} -> {r['greedy_reward_after']:.3f} | {sampled} | "
             f"{r['greedy_top1_share_before']:.2f} -> {r['greedy_top1_share_after']:.2f} | "
             f"{_mix(r['greedy_mix_before'])} | {_mix(r['greedy_mix_after'])} | {r['probe_random_route_reward']:.3f} | "
             f"{r['probe_oracle_reward']:.3f} |"
         )
     if not probe:
-        lines.append("| (no GRPO agent in the run) | | | | | | | | |")
+        lines.append("| (no GRPO agent in the run) | | | | | | | | | |")
     lines += ["", *(teacher_lines or []), "## compare's table (`table.md`)", "", table.strip(), ""]
     return "\n".join(lines)
 
@@ -205,7 +247,8 @@ def write_readmes(out: Path, tournament: str, argv: list[str], started_on: str |
     rows = results["rows"] if results else []
     teacher = sft_teacher(out, results["settings"]) if results else None
     write_readme(out, f"Text controller on `{tournament}`: compare",
-                 readme_about(timing, probe, table, _teacher_lines(teacher, rows)), argv, started_on=started_on)
+                 readme_about(timing, probe, table, _teacher_lines(teacher, rows), _route_lines(_route_rows(out / "reports"))),
+                 argv, started_on=started_on)
     write_index(out.parent, "Text controller results (SFT -> GRPO -> KL-GRPO, SmolLM2-135M-Instruct on CPU)", INDEX_ABOUT)
 
 

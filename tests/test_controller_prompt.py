@@ -250,3 +250,67 @@ def test_predicted_targets_pick_the_best_route_for_questions_that_read_alike():
     assert held_out.shape == (len(test),)
     assert test_matrix[np.arange(len(test)), held_out].mean() > test_matrix.mean(axis=0).max() + 0.1
     np.testing.assert_array_equal(predicted_targets(t, reward, texts, rows, read_texts=texts), predicted)
+
+
+def test_prompt_names_the_benchmark_first_and_requires_it():
+    builder = PromptBuilder(LEGEND, "choice", include_benchmark=True)
+    assert builder.user("What is 2+2?", benchmark="gsm8k") == "Benchmark: gsm8k\nQuestion: What is 2+2?"
+    chat = builder.prompts(["q1", "q2"], None, chat=True, benchmarks=["mmlu", "never-trained-on"])
+    assert [m[1]["content"].splitlines()[0] for m in chat] == ["Benchmark: mmlu", "Benchmark: never-trained-on"]
+    with pytest.raises(ValueError, match="benchmark name"):
+        builder.user("q")
+    with pytest.raises(ValueError, match="no benchmark names"):
+        builder.prompts(["q"], None, chat=True)
+    assert "Benchmark" not in PromptBuilder(LEGEND).user("q")  # the bare builder leaves it out
+    assert ControllerConfig().prompt.builder(LEGEND).include_benchmark  # the controller's default shows it
+
+
+def test_sft_and_grpo_share_one_reward_and_the_paper_preset_keeps_its_meaning():
+    from routing_gym_agents.controller_config import PRESETS
+
+    c = ControllerConfig()
+    assert c.sft.energy_coef is None  # None: GRPO's reward (the context's, compare's)
+    assert c.holds_out_validation and c.route.label_nested and c.route.decoding == "auto"
+    paper = PRESETS["paper"]
+    assert paper["sft_energy_coef"] == 0.5 and paper["sft_targets"] == "oracle"
+    assert (paper["grpo_oversample"], paper["grpo_skip_flat_queries"], paper["grpo_beta_units"]) == (1, False, "nats")
+    assert (paper["route_label_nested"], paper["route_decoding"]) == (False, "greedy")
+    unnested = ControllerConfig.from_kwargs(route_label_nested=False, route_decoding="greedy")
+    assert not unnested.holds_out_validation  # the paper's controller trains on the whole split
+    assert ControllerConfig.from_kwargs(route_alphas=[0.5, 2]).route.alphas == (0.5, 2)
+    for bad, match in (({"route_alphas": (0.0,)}, "route.alphas"), ({"route_decoding": "beam"}, "route.decoding"),
+                       ({"grpo_oversample": 0}, "oversample"), ({"grpo_beta_units": "bits"}, "beta_units"),
+                       ({"sft_target_folds": 0}, "target_folds")):
+        with pytest.raises(ValueError, match=match):
+            ControllerConfig.from_kwargs(**bad)
+    again = ControllerConfig.from_dict(ControllerConfig.from_kwargs(route_alphas=[0.5]).to_dict())
+    assert again.route.alphas == (0.5,)
+
+
+def test_cross_fitted_label_aware_teacher_reads_questions_it_did_not_see():
+    from routing_gym_agents.controller_teacher import cross_fitted_targets, teacher_rewards
+
+    # Two benchmarks; within each, the word "hard" decides the best model. Model 2 is best on
+    # every question of benchmark 1 (the label alone says so).
+    rng = np.random.default_rng(0)
+    n = 400
+    codes = rng.integers(0, 2, n)
+    hard = rng.random(n) < 0.5
+    texts = [f"Benchmark: b{c}\nQuestion: {'hard' if h else 'easy'} item {i % 7} of topic {i % 5}"
+             for i, (c, h) in enumerate(zip(codes, hard))]
+    mean = np.where(codes[:, None] == 1, [0.2, 0.3, 0.9], np.where(hard[:, None], [0.1, 0.8, 0.3], [0.8, 0.1, 0.3]))
+    values = mean + rng.normal(0, 0.3, (n, 3))  # one noisy draw per question
+    best = mean.argmax(axis=1)
+    crossed = cross_fitted_targets(texts, values, codes, 2, alpha=3.0, folds=5, seed=0)
+    assert (crossed == best).mean() > 0.95
+    np.testing.assert_array_equal(cross_fitted_targets(texts, values, codes, 2, 3.0, 5, 0), crossed)  # seeded folds
+    # The label alone (a text with no informative word) routes benchmark 1 to model 2.
+    label_only = teacher_rewards(texts, values, codes, ["Benchmark: b1\nQuestion: ?"], np.array([1]), 2, 3.0)
+    assert label_only.argmax() == 2
+    # A benchmark the fitted rows lack is read from every row's mean: here all rows are benchmark 0.
+    read = ["Benchmark: b9\nQuestion: hard item"]
+    args = (texts, values, np.zeros(n, dtype=int))
+    np.testing.assert_allclose(teacher_rewards(*args, read, np.array([1]), 2, 3.0),
+                               teacher_rewards(*args, read, np.array([0]), 2, 3.0))
+    with pytest.raises(ValueError, match="folds"):
+        cross_fitted_targets(texts, values, codes, 2, 3.0, 0, 0)

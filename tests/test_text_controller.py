@@ -37,7 +37,9 @@ from routing_gym_agents.text_controller import KL_GRPO_BETA, TextControllerAgent
 
 MODELS = ["qwen2.5-0.5b", "qwen2.5-3b", "qwen2.5-7b", "deepseek-r1-distill-32b"]
 # Tiny budgets: LoRA on the top layers with a high learning rate learns the format in ~10 steps.
-FAST = dict(prompt_max_question_chars=80, sft_batch_size=2, sft_learning_rate=2e-3, eval_batch_size=10)
+FAST = dict(prompt_max_question_chars=80, sft_batch_size=2, sft_learning_rate=2e-3, eval_batch_size=10,
+            route_max_validation_queries=16)
+ALONE = dict(route_label_nested=False, route_decoding="greedy")  # routes by the controller's greedy letter
 N_HELD_OUT = 20  # >= 95 % valid means at most one invalid completion
 
 
@@ -61,7 +63,7 @@ def sft_choice(ctx):
     # float32 routing: test_sft_choice_format checks the letter against greedy decoding. Oracle
     # targets: a ridge fitted on 20 rows predicts nearly one route for all of them, and GRPO from
     # a one-letter policy (test_grpo_from_the_sft_checkpoint_...) samples groups with no spread.
-    agent = make_agent("sft", **FAST, sft_max_steps=10, sft_max_train_queries=20, eval_dtype="float32",
+    agent = make_agent("sft", **FAST, **ALONE, sft_max_steps=10, sft_max_train_queries=20, eval_dtype="float32",
                        sft_targets="oracle")
     return agent, agent.fit(ctx)
 
@@ -110,9 +112,10 @@ def test_agents_are_registered_and_import_light():
     assert {"sft", "grpo", "kl-grpo"} <= set(list_agents())
     sft, grpo, kl = make_agent("sft"), make_agent("grpo"), make_agent("kl-grpo")
     assert (sft.stage, grpo.stage, kl.stage) == ("sft", "grpo", "grpo")
-    assert grpo.config.grpo.beta == 0.0 and kl.config.grpo.beta == KL_GRPO_BETA
-    assert kl.config.sft.energy_coef == 0.5 and kl.config.grpo.energy_coef == 0.4  # the paper's
+    assert grpo.config.grpo.beta == 0.0 and kl.config.grpo.beta == KL_GRPO_BETA["reward_range"]
+    assert kl.config.sft.energy_coef is None  # SFT's targets maximise GRPO's reward
     assert make_agent("kl-grpo", beta=0.1).config.grpo.beta == 0.1
+    assert make_agent("kl-grpo", grpo_beta_units="nats").config.grpo.beta == KL_GRPO_BETA["nats"]
     with pytest.raises(TypeError, match="unknown text-controller option"):
         make_agent("grpo", grpo_steps=3)
     with pytest.raises(RuntimeError, match="fit"):
@@ -123,6 +126,32 @@ def test_agents_are_registered_and_import_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_only_groups_with_reward_spread_reach_the_loss():
+    from routing_gym_agents.controller_trainer import keep_spread_groups
+
+    # 4 groups of 2 completions; groups 0 and 2 have no spread.
+    advantages = torch.tensor([0.0, 0.0, 0.5, -0.5, 0.0, 0.0, -1.0, 1.0])
+    mask = torch.tensor([[1, 1, 0]] * 6 + [[1, 1, 1]] * 2)
+    batch = {"advantages": advantages, "completion_mask": mask, "prompt_ids": torch.arange(16).reshape(8, 2),
+             "num_items_in_batch": mask.sum()}
+    kept = keep_spread_groups(batch, group_size=2, keep=2)
+    np.testing.assert_array_equal(kept["advantages"].numpy(), [0.5, -0.5, -1.0, 1.0])
+    np.testing.assert_array_equal(kept["prompt_ids"][:, 0].numpy(), [4, 6, 12, 14])
+    assert int(kept["num_items_in_batch"]) == 2 + 2 + 3 + 3 and kept["groups_trained"] == 2
+    assert keep_spread_groups(batch, group_size=2, keep=1)["groups_trained"] == 1  # the first with spread
+    flat = keep_spread_groups({**batch, "advantages": torch.zeros(8)}, group_size=2, keep=2)
+    assert flat["groups_trained"] == 0 and len(flat["advantages"]) == 4  # a step still runs
+
+
+def test_kl_coefficient_in_units_of_the_reward_range():
+    from routing_gym_agents.controller_trainer import kl_coefficient
+
+    rewards = np.array([[0.0, 2.0, 1.0], [1.0, 1.0, 3.0]])  # ranges 2 and 2
+    config = ControllerConfig.from_kwargs(grpo_beta=0.25)
+    assert kl_coefficient(config.grpo, rewards) == pytest.approx(0.5)
+    assert kl_coefficient(ControllerConfig.from_kwargs(grpo_beta=0.04, grpo_beta_units="nats").grpo, rewards) == 0.04
 
 
 def _tiny_lora_model(top_layers: int):
@@ -320,7 +349,8 @@ def test_paper_preset_needs_a_local_model_directory(tmp_path):
     assert c.lora.top_layers is None and c.prompt.show_legend  # every layer, the legend shown
     assert c.sft.max_train_queries is None and c.sft.max_steps is None  # one epoch of the whole split
     assert c.sft.targets == "oracle"  # the paper's SFT targets
-    assert c.grpo.max_steps == 1200 and c.grpo.beta == KL_GRPO_BETA  # overrides on top of the preset
+    assert c.grpo.max_steps == 1200 and c.grpo.beta == KL_GRPO_BETA["nats"]  # overrides on top of the preset
+    assert c.sft.energy_coef == 0.5 and not c.holds_out_validation  # the paper's SFT; its controller routes alone
 
 
 def test_sft_rationale_format_parses_on_held_out_queries(ctx, held_out):
@@ -339,7 +369,7 @@ def test_shared_prefix_cache_matches_uncached_decoding(sft_choice, held_out):
 
     agent, _ = sft_choice
     batch = held_out.select(slice(0, 6))
-    prompts = agent.builder_.prompts(list(batch.texts), None, agent.chat_)  # the SFT prompt shows no difficulty
+    prompts = agent._prompts(batch)  # the SFT prompt shows no difficulty
     args = (agent.model_, agent.tokenizer_, prompts, agent.chat_)
     # Batches of 4 and 2 with questions of different lengths: padding sits after the prefix.
     cached, plain = (generate_greedy(*args, max_new_tokens=8, batch_size=4, prefix_cache=c) for c in (True, False))
@@ -373,7 +403,7 @@ def test_bf16_routing_copy_keeps_the_choice_probabilities(sft_choice, held_out):
     assert routing_model(agent.model_, "float32") is agent.model_
     copy = routing_model(agent.model_, "bfloat16")
     assert copy.dtype == torch.bfloat16 and agent.model_.dtype == torch.float32  # a copy: training weights stay
-    prompts = agent.builder_.prompts(list(held_out.texts), None, agent.chat_)
+    prompts = agent._prompts(held_out)
     exact, bf16 = (choice_probabilities(m, agent.tokenizer_, agent.builder_, prompts, agent.chat_, 8) for m in (agent.model_, copy))
     # bf16 keeps ~3 significant digits: a few hundredths on a probability, a letter flipped only
     # between near-ties.
@@ -411,7 +441,8 @@ def test_grpo_from_the_sft_checkpoint_raises_training_reward(ctx, sft_checkpoint
         assert sum(shares) == pytest.approx(step["valid_rate"])  # the selection mix of that step
         assert 0.0 <= step["frac_reward_zero_std"] <= 1.0
         assert 0.0 <= step["entropy"] <= 1.0 and math.isfinite(step["mean_reward"])
-    assert grpo["collapse"]["n_steps"] == 16  # 4 steps x 1 prompt x 4 samples, all tracked
+    assert grpo["collapse"]["n_steps"] == 32  # 4 steps x 2 prompts sampled (oversample) x 4 samples, all tracked
+    assert all(0.0 <= step["groups_with_spread"] <= 1.0 for step in grpo["steps"])
     # report_dir: fit wrote the training report (step log, plots, summary) for its seed.
     report = sorted((tmp_path / "seed-0").iterdir())
     assert [p.name for p in report] == ["grpo_reward.png", "grpo_selection.png", "grpo_steps.csv", "summary.json"]
@@ -459,3 +490,34 @@ def test_controllers_of_one_seed_share_one_sft_run(ctx, pool):
     # Another SFT setting is another run.
     other = make_agent("sft", **{**budget, "sft_target_temperature": 2.0})
     assert "sft_shared" not in other.fit(ctx)
+
+
+# ---------------------------------------------------------------------- routing nested in the label
+def test_label_nested_routing_is_chosen_on_validation_and_names_an_unseen_benchmark(pool, tmp_path):
+    # humaneval has no training row: its queries still get their benchmark's name in the prompt.
+    train, test = pool.split_rows("train"), pool.split_rows("test")
+    unseen = pool.queries["benchmark"].to_numpy() == "humaneval"
+    t = pool.subset(rows=np.concatenate([train[~unseen[train]][:200], test[:20], test[unseen[test]][:4]]))
+    ctx = FitContext(t, Reward("gated_rank", {"lambda_e": 0.4}), seed=0)
+    agent = make_agent("sft", **FAST, sft_max_steps=6, sft_max_train_queries=24)
+    logs = agent.fit(ctx)
+    route = logs["route"]
+    assert 0 < route["validation_queries"] <= 16 and logs["validation_queries"] >= route["validation_queries"]
+    assert logs["sft"]["n_queries"] == 24 and logs["sft"]["target_reward"] == "gated_rank(lambda_e=0.4)"
+    # Label only (alpha 0, greedy) is always a candidate, and the chosen one is the best on validation.
+    values = route["validation_value"]
+    assert "label only" in values and len(values) == 1 + 2 * len(agent.config.route.alphas)
+    chosen = "label only" if route["alpha"] == "label only" else f"alpha={route['alpha']:g}, {route['decoding']}"
+    assert values[chosen] == max(values.values())
+    assert logs["overhead"]["route_sampling"] == float(route["decoding"] == "sample")
+    batch = ObservationBatch.from_tournament(t, t.split_rows("test"))
+    names = [t.benchmarks[c] for c in batch.benchmarks]
+    assert "humaneval" in names and "humaneval" not in set(t.queries["benchmark"][t.split_rows("train")])
+    prompts = agent._prompts(batch)
+    assert all(p[1]["content"].startswith(f"Benchmark: {name}\nQuestion: ") for p, name in zip(prompts, names))
+    actions = agent.act_batch(batch)
+    assert ((actions >= 0) & (actions < len(MODELS))).all()  # a nested route is always a model
+    agent.save(tmp_path / "nested")
+    loaded = TextControllerAgent.load(tmp_path / "nested")
+    assert loaded.policy_.describe() == agent.policy_.describe()
+    np.testing.assert_array_equal(loaded.act_batch(batch), actions)

@@ -24,7 +24,7 @@ import inspect
 import numbers
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -417,16 +417,21 @@ def predicted_targets(
     this one*, which is what a router that reads the text can learn. ``alpha`` is the ridge
     penalty (larger: smoother over texts).
     """
+    reward = Reward.of(reward)
+    matrix = reward.matrix(tournament, rows)
+    if len(texts) != len(matrix):
+        raise ValueError(f"predicted_targets: {len(texts)} texts for {len(matrix)} rows")
+    return text_regression(texts, matrix, texts if read_texts is None else read_texts, alpha).argmax(axis=1)
+
+
+def text_regression(texts: Sequence[str], values: np.ndarray, read_texts: Sequence[str], alpha: float = 3.0) -> np.ndarray:
+    """``[len(read_texts), K]``: a ridge regression of ``values`` ([n, K], one row per text) on
+    TF-IDF features (unigrams and bigrams) of ``texts``, read on ``read_texts``."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import Ridge
 
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0, got {alpha}")
-    reward = Reward.of(reward)
-    matrix = reward.matrix(tournament, rows)
-    if len(texts) != len(matrix):
-        raise ValueError(f"predicted_targets: {len(texts)} texts for {len(matrix)} rows")
     vectorizer = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), min_df=2)
-    regression = Ridge(alpha=alpha).fit(vectorizer.fit_transform(texts), matrix)
-    read = vectorizer.transform(texts if read_texts is None else read_texts)
-    return regression.predict(read).argmax(axis=1)
+    regression = Ridge(alpha=alpha).fit(vectorizer.fit_transform(list(texts)), values)
+    return np.asarray(regression.predict(vectorizer.transform(list(read_texts))), dtype=np.float64)
