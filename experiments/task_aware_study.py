@@ -5,7 +5,7 @@ default agents, ``per-benchmark`` among them, 5 seeds) into ``task_aware/<tourna
 and ``routing-gym frontier`` (its default
 agents: cost-aware, knn, uniroute, linucb, per-benchmark) into ``frontier-<tournament>``,
 then ``summary.md`` / ``summary.json`` under ``experiments/results/task_aware/``: routing gain
-and content gain of every agent, and each curve's mean gain over both hulls.
+and content gain of every agent, and each curve's mean gain over both yardsticks (chosen on train).
 
     ROUTING_GYM_DATA_DIR=../shared/data OMP_NUM_THREADS=1 nice -n 10 python experiments/task_aware_study.py
 
@@ -66,7 +66,7 @@ def run_one_frontier(name: str) -> None:
     write_frontier_outputs(result, RESULTS / FOLDERS[name][1])
     write_readme(RESULTS / FOLDERS[name][1], f"Operating-point curves on {name}",
                  "`routing-gym frontier` with its default agents, one seed: `table.md` (each curve's mean gain over the "
-                 "fixed-model and task-aware hulls, with paired CIs; the fixed models and per-benchmark routes some point "
+                 "fixed-model and task-aware yardsticks, with paired CIs; the fixed models and per-benchmark routes some point "
                  "dominates), `points.csv`, `dominance.csv`, `frontier.png`; settings in `frontier.json`. Part `frontier` "
                  "of `experiments/task_aware_study.py`.",
                  argv=[__file__, "--parts", "frontier", "--tournaments", name])
@@ -118,8 +118,8 @@ def summarise(names: list[str]) -> None:
         if (frontier_dir / "frontier.json").exists():
             frontier = json.loads((frontier_dir / "frontier.json").read_text())
             entry["frontier"] = [{"agent": c["agent"], **c["summary"]} for c in frontier["curves"] if not c["error"]]
-            lines += [f"Frontier (`{frontier_dir.relative_to(ROOT)}`, one seed): mean gain over the fixed-model hull / "
-                      "over the task-aware hull (pp):", ""]
+            lines += [f"Frontier (`{frontier_dir.relative_to(ROOT)}`, one seed): mean gain over the fixed-model yardstick / "
+                      "over the task-aware yardstick (pp):", ""]
             for c in entry["frontier"]:
                 gain = {"mean_gain_pp": c.get("mean_gain_pp")} | {f"mean_gain_pp_ci_{e}": c.get(f"mean_gain_pp_ci_{e}") for e in ("low", "high")}
                 content = {"mean_gain_pp": c.get("mean_content_gain_pp")} | {
@@ -133,7 +133,7 @@ def summarise(names: list[str]) -> None:
     (out / "summary.json").write_text(json.dumps(payload, indent=1))
     write_readme(out, "Does a router read the question, or only its benchmark?",
                  "`summary.md` / `summary.json`: routing gain and content gain of every agent on each tournament, and "
-                 "each frontier curve's mean gain over both hulls, collected from the compare folders "
+                 "each frontier curve's mean gain over both yardsticks, collected from the compare folders "
                  "(`task_aware/<tournament>/compare/`) and the frontier folders (`frontier-<tournament>/`), each of which "
                  f"has the README of the command that wrote it.\n\n{__doc__}", argv=[__file__, "--parts", "summary"])
     print("\n".join(lines))
