@@ -139,11 +139,12 @@ def one_tournament(part: str, seed: int, population: int, n_bootstrap: int) -> l
     for rule, plan in plans.items():
         block = np.concatenate([methods, test_cand], axis=1)
         boot, point = plan.means(block), block.mean(axis=0)
-        m_acc, m_j = (lambda v: (v[..., 0:2 * len(AGENTS):2], v[..., 1:2 * len(AGENTS):2]))(point)
-        b_acc, b_j = boot[:, 0:2 * len(AGENTS):2], boot[:, 1:2 * len(AGENTS):2]
+        width_m = 2 * len(AGENTS)  # (correct, J) per agent, then the candidates
+        m_acc, m_j = point[0:width_m:2], point[1:width_m:2]
+        b_acc, b_j = boot[:, 0:width_m:2], boot[:, 1:width_m:2]
         gains = before_gains if rule == "before" else (lambda *a: after_gains(sticks, *a))
-        est = gains(width, k, point[2 * len(AGENTS):], m_acc, m_j)
-        res = gains(width, k, boot[:, 2 * len(AGENTS):], b_acc, b_j)
+        est = gains(width, k, point[width_m:], m_acc, m_j)
+        res = gains(width, k, boot[:, width_m:], b_acc, b_j)
         truth = gains(width, k, pop_cand, pop_methods[:, 0], pop_methods[:, 1])
         decided = _decide(rule, est, res)
         for i, name in enumerate(AGENTS):

@@ -63,7 +63,8 @@ def stepdown(estimate: np.ndarray, resampled: np.ndarray, alpha: float = 0.05) -
     critical, steps = np.nan, 0
     while remaining.any():
         c = float(np.quantile(centred[:, remaining].max(axis=1), 1 - alpha))
-        critical = c if steps == 0 else critical
+        if steps == 0:  # the first step's critical value gives the simultaneous bounds
+            critical = c
         steps += 1
         new = remaining & (statistic > c)
         if not new.any():
