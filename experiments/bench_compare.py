@@ -7,7 +7,7 @@ Each run is a fresh subprocess (so peak RSS is its own) that prints wall time, t
 the aggregation step (every bootstrap interval, the hull gains, the pairwise dominance tests
 and the per-benchmark tables: an upper bound on the statistics' share), the agents' fit and
 act time, and peak RSS. The shipped tournament is the reference measured in the same run:
-the large run is also printed as a ratio to it. Targets for 30,000 queries: <= 25 s wall,
+the large run is also printed as a ratio to it. Targets for 30,000 queries: wall <= 12x the reference's,
 <= 1 GB peak RSS, statistics <= 15 % of the run. ``--profile N`` adds the N functions with the
 largest cumulative time (cProfile) of the large run.
 """
@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-TARGET_WALL_S, TARGET_RSS_MB, TARGET_STATS_SHARE = 25.0, 1024.0, 0.15
+# wall as a ratio to the reference run of the same invocation: the machine's speed and load cancel
+TARGET_WALL_RATIO, TARGET_RSS_MB, TARGET_STATS_SHARE = 12.0, 1024.0, 0.15
 
 
 def one_run(tournament: str, n_bootstrap: int, profile: int) -> dict:
@@ -119,7 +120,7 @@ def main() -> int:
           f"{large['n_queries'] / reference['n_queries']:.1f}x the queries ({per_query:.2f}x per query), "
           f"peak RSS {large['peak_rss_mb'] / reference['peak_rss_mb']:.1f}x")
     share = large["aggregate_s"] / large["wall_s"]
-    checks = [(large["wall_s"] <= TARGET_WALL_S, f"wall <= {TARGET_WALL_S:g} s"),
+    checks = [(large["wall_s"] <= TARGET_WALL_RATIO * reference["wall_s"], f"wall <= {TARGET_WALL_RATIO:g}x the reference's"),
               (large["peak_rss_mb"] <= TARGET_RSS_MB, f"peak RSS <= {TARGET_RSS_MB:,.0f} MB"),
               (share <= TARGET_STATS_SHARE, f"statistics <= {TARGET_STATS_SHARE:.0%} of the run")]
     for ok, text in checks:

@@ -24,6 +24,8 @@ the functions.
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -32,6 +34,9 @@ from routing_gym.eval import hull as fixed_hull
 from routing_gym.tournament import Outcomes, Tournament
 
 EU_WEIGHTS = 101  # equally spaced weights of the expected utility (MORL-Baselines' default is 100)
+# pymoo's Riesz s-energy directions for (2 objectives, EU_WEIGHTS), written by pymoo itself: computing
+# them takes ~0.8 GB and ~2 s, the whole of compare's peak memory (tests/test_mo_env.py checks equality)
+SHIPPED_WEIGHTS = {(2, EU_WEIGHTS): Path(__file__).with_name("riesz_energy_weights_d2_n101.npy")}
 GRID_PARTITIONS = 12  # Das-Dennis partitions of the weight grid for fronts of > 2 objectives
 
 
@@ -143,9 +148,18 @@ def hypervolume(points: np.ndarray, reference: np.ndarray) -> float:
     return float(HV(ref_point=-ref)(-p)) if len(p) else 0.0
 
 
+@functools.lru_cache(maxsize=8)
 def equally_spaced_weights(d: int, n: int = EU_WEIGHTS) -> np.ndarray:
     """``[n, d]`` equally spaced weights on the simplex: pymoo's Riesz s-energy directions, seed
-    42, as MORL-Baselines' ``equally_spaced_weights``."""
+    42, as MORL-Baselines' ``equally_spaced_weights`` (the shipped copy where there is one:
+    ``SHIPPED_WEIGHTS``). Read-only: the array is cached."""
+    weights = np.load(SHIPPED_WEIGHTS[(d, n)]) if (d, n) in SHIPPED_WEIGHTS else pymoo_equally_spaced_weights(d, n)
+    weights.setflags(write=False)
+    return weights
+
+
+def pymoo_equally_spaced_weights(d: int, n: int = EU_WEIGHTS) -> np.ndarray:
+    """pymoo's computation of ``equally_spaced_weights`` (what the shipped copies are checked against)."""
     from pymoo.util.ref_dirs import get_reference_directions
 
     return np.asarray(get_reference_directions("energy", d, n, seed=42), dtype=np.float64)
