@@ -1,0 +1,120 @@
+"""Leave-one-benchmark-out comparisons (issue 50): folds in their own cells, the privileged label."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import make_tournament
+
+from routing_gym.eval.compare import CompareConfig, run_compare
+from routing_gym.eval.compare.cells import CellSettings, cell_fingerprint
+from routing_gym.eval.compare import CompareJob
+from routing_gym.eval.unseen_benchmarks import (CROSS_FIT_FOLDS, LABEL, cross_fitted_label, fold_dir, lobo_folds,
+                                                run_leave_one_benchmark_out, unseen_markdown, write_unseen_outputs)
+from routing_gym.envs import Reward
+
+
+def test_two_folds_never_share_a_saved_cell(tmp_path):
+    """Folds (or split seeds) of one tournament share ``Tournament.fingerprint``; a resumed run must
+    not read one fold's cell for another (it did: the cell key ignored the split assignment)."""
+    t = make_tournament(n=120)
+    (_, fold_a), (_, fold_b) = lobo_folds(t, ["gsm8k", "mmlu"])
+    assert fold_a.fingerprint == fold_b.fingerprint  # why the key needs the assignment
+    settings = CellSettings(Reward("gated_rank", {"lambda_e": 0.4}), "train", "test", {})
+    assert cell_fingerprint(fold_a, settings, "per-benchmark", 0) != cell_fingerprint(fold_b, settings, "per-benchmark", 0)
+    assert (cell_fingerprint(t.with_splits(seed=1), settings, "knn", 0)
+            != cell_fingerprint(t.with_splits(seed=2), settings, "knn", 0))
+    config = dict(agents=["per-benchmark"], seeds=1, audit=False, fixed_models=False, n_bootstrap=50, progress=False)
+    run_compare(CompareConfig(tournament=fold_a, **config), out_dir=tmp_path)
+    second = run_compare(CompareConfig(tournament=fold_b, **config), out_dir=tmp_path)  # same folder: resumes
+    assert second.runs[0].metrics.n == len(fold_b.split_rows("test")) != len(fold_a.split_rows("test"))
+    # one run_jobs over both folds ships each fold's own copy (the payload key holds the assignment too)
+    assert CompareJob(CompareConfig(tournament=fold_a, **config)).group != CompareJob(CompareConfig(tournament=fold_b, **config)).group
+
+
+def test_lobo_fold_tests_only_the_held_out_benchmark():
+    t = make_tournament(n=150)
+    folds = dict(lobo_folds(t))
+    assert list(folds) == t.benchmarks
+    for benchmark, fold in folds.items():
+        test = fold.queries.loc[fold.split_rows("test"), "benchmark"]
+        assert set(test) == {benchmark}  # no copies across benchmarks in this toy
+        assert set(fold.queries.loc[fold.split_rows("train"), "benchmark"]) == set(t.benchmarks) - {benchmark}
+
+
+def test_cross_fitted_label_never_reads_a_question_s_own_outcomes():
+    rng = np.random.default_rng(0)
+    n, k = 60, 3
+    reward, joules = rng.normal(size=(n, k)), rng.uniform(1, 2, size=(n, k))
+    prompts = [f"question {i}" for i in range(n)]
+    actions = cross_fitted_label(reward, joules, prompts, seed=4)
+    assert actions.shape == (n,) and len(set(actions.tolist())) >= 1
+    for i in range(0, n, 7):  # making a question's own best model huge changes nothing for it
+        bumped = reward.copy()
+        bumped[i, (actions[i] + 1) % k] += 1e6
+        assert cross_fitted_label(bumped, joules, prompts, seed=4)[i] == actions[i]
+    # a model best everywhere is every fold's choice; copies of a question fall in one fold
+    reward[:, 2] += 10
+    assert (cross_fitted_label(reward, joules, prompts) == 2).all()
+    copies = prompts[:10] + [p.upper() for p in prompts[:10]]
+    assert CROSS_FIT_FOLDS == 5 and cross_fitted_label(reward[:20], joules[:20], copies).shape == (20,)
+
+
+@pytest.fixture(scope="module")
+def lobo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("lobo")
+    t = make_tournament(n=240, seed=3)
+    config = CompareConfig(tournament=t, agents=["per-benchmark", "knn", "oracle"], seeds=1, audit=False,
+                           n_bootstrap=200, progress=False)
+    return t, config, out, run_leave_one_benchmark_out(config, ["gsm8k", "mmlu"], out)
+
+
+def test_lobo_tables_per_fold_and_pooled(lobo):
+    t, config, out, result = lobo
+    assert list(result.folds) == ["gsm8k", "mmlu"]
+    benchmarks = {r["benchmark"] for r in result.rows}
+    assert benchmarks == {"gsm8k", "mmlu", "pooled"}
+    for benchmark, fold in result.folds.items():
+        # the label router meets an unseen label: its pooled choice, one model for every question
+        actions = [r for r in fold.runs if r.method == "per-benchmark"][0].per_query["actions"]
+        assert len(set(actions.tolist())) == 1
+        rows = {r["method"]: r for r in result.rows if r["benchmark"] == benchmark}
+        assert set(rows) == {"per-benchmark", "knn", "oracle"} and LABEL not in rows
+        assert rows["oracle"]["verdict"] == "not in family"  # privileged rows are outside the family
+        assert rows["oracle"]["routing_gain_pp"] > 0
+        lo, hi = rows["knn"]["routing_gain_pp_ci_low"], rows["knn"]["routing_gain_pp_ci_high"]
+        assert lo <= rows["knn"]["routing_gain_pp"] <= hi
+    # pooled = question-weighted mean of the folds
+    n = {b: len(f.test_rows) for b, f in result.folds.items()}
+    for method in ("per-benchmark", "knn"):
+        per = {r["benchmark"]: r["routing_gain_pp"] for r in result.rows if r["method"] == method}
+        expected = sum(n[b] * per[b] for b in n) / sum(n.values())
+        assert per["pooled"] == pytest.approx(expected)
+    for entry in result.label:  # the share is reported exactly when the label's value is clearly positive
+        shares = [r["share_of_label"] for r in result.rows if r["benchmark"] == entry["benchmark"]]
+        assert entry["share_reported"] == all(s is not None for s in shares)
+        if entry["share_reported"]:
+            assert entry["ci_low"] > 0
+        else:
+            assert entry["note"] and all(s is None for s in shares)
+    assert "## pooled" in unseen_markdown(result)
+
+
+def test_lobo_resumes_and_writes_every_fold(lobo):
+    t, config, out, result = lobo
+    paths = write_unseen_outputs(result, out, plots=False)
+    assert {p.name for p in paths.values()} == {"unseen.md", "unseen.csv", "unseen.json"}
+    for benchmark in result.folds:
+        assert (fold_dir(out, benchmark) / "cells").is_dir() and (fold_dir(out, benchmark) / "table.md").is_file()
+    jobs = [CompareJob(CompareConfig(**{**config.__dict__, "tournament": fold}), fold_dir(out, b))
+            for b, fold in lobo_folds(t, ["gsm8k", "mmlu"])]
+    assert all(job.tasks() == [] for job in jobs)  # every cell is read back
+    again = run_leave_one_benchmark_out(config, ["gsm8k", "mmlu"], out)
+    assert again.rows == result.rows
+
+
+def test_lobo_same_table_on_the_process_executor(lobo, tmp_path):
+    t, config, out, result = lobo
+    config_p = CompareConfig(**{**config.__dict__, "executor": "process", "workers": 2})
+    other = run_leave_one_benchmark_out(config_p, ["gsm8k", "mmlu"], tmp_path)
+    assert other.rows == result.rows
