@@ -9,7 +9,7 @@ from conftest import make_tournament
 from routing_gym.eval.compare import CompareConfig, run_compare
 from routing_gym.eval.compare.cells import CellSettings, cell_fingerprint
 from routing_gym.eval.compare import CompareJob
-from routing_gym.eval.unseen_benchmarks import (CROSS_FIT_FOLDS, LABEL, cross_fitted_label, fold_dir, lobo_folds,
+from routing_gym.eval.unseen_benchmarks import (CROSS_FIT_FOLDS, cross_fit_folds, fold_dir, label_chains, lobo_folds,
                                                 run_leave_one_benchmark_out, unseen_markdown, write_unseen_outputs)
 from routing_gym.envs import Reward
 
@@ -42,22 +42,25 @@ def test_lobo_fold_tests_only_the_held_out_benchmark():
         assert set(fold.queries.loc[fold.split_rows("train"), "benchmark"]) == set(t.benchmarks) - {benchmark}
 
 
-def test_cross_fitted_label_never_reads_a_question_s_own_outcomes():
+def test_the_label_chain_of_a_fold_never_reads_that_fold():
     rng = np.random.default_rng(0)
     n, k = 60, 3
-    reward, joules = rng.normal(size=(n, k)), rng.uniform(1, 2, size=(n, k))
-    prompts = [f"question {i}" for i in range(n)]
-    actions = cross_fitted_label(reward, joules, prompts, seed=4)
-    assert actions.shape == (n,) and len(set(actions.tolist())) >= 1
-    for i in range(0, n, 7):  # making a question's own best model huge changes nothing for it
-        bumped = reward.copy()
-        bumped[i, (actions[i] + 1) % k] += 1e6
-        assert cross_fitted_label(bumped, joules, prompts, seed=4)[i] == actions[i]
-    # a model best everywhere is every fold's choice; copies of a question fall in one fold
-    reward[:, 2] += 10
-    assert (cross_fitted_label(reward, joules, prompts) == 2).all()
-    copies = prompts[:10] + [p.upper() for p in prompts[:10]]
-    assert CROSS_FIT_FOLDS == 5 and cross_fitted_label(reward[:20], joules[:20], copies).shape == (20,)
+    correct, joules = (rng.uniform(size=(n, k)) < 0.5).astype(float), rng.uniform(1, 2, size=(n, k))
+    prompts = [f"question {i}" for i in range(n)] + [f"QUESTION  {i}" for i in range(10)]  # copies of 0..9
+    correct, joules = np.concatenate([correct, correct[:10]]), np.concatenate([joules, joules[:10]])
+    fold = cross_fit_folds(prompts, seed=4)
+    assert set(fold.tolist()) == set(range(CROSS_FIT_FOLDS))
+    assert (fold[n:] == fold[:10]).all()  # copies in one fold
+    chains = label_chains(correct, joules, fold, ["a", "b", "c"])
+    for f in range(CROSS_FIT_FOLDS):  # rewriting fold f's outcomes leaves fold f's chain as it was
+        changed = correct.copy()
+        changed[fold == f] = 1 - changed[fold == f]
+        again = label_chains(changed, joules, fold, ["a", "b", "c"])
+        assert again[f].names == chains[f].names
+        np.testing.assert_array_equal(again[f].train_accuracy, chains[f].train_accuracy)
+    # a model right everywhere and cheapest is every fold's whole chain
+    correct[:, 1], joules[:, 1] = 1.0, 0.5
+    assert all(c.names == ["b"] for c in label_chains(correct, joules, fold, ["a", "b", "c"]))
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +82,7 @@ def test_lobo_tables_per_fold_and_pooled(lobo):
         actions = [r for r in fold.runs if r.method == "per-benchmark"][0].per_query["actions"]
         assert len(set(actions.tolist())) == 1
         rows = {r["method"]: r for r in result.rows if r["benchmark"] == benchmark}
-        assert set(rows) == {"per-benchmark", "knn", "oracle"} and LABEL not in rows
+        assert set(rows) == {"per-benchmark", "knn", "oracle"}
         assert rows["oracle"]["verdict"] == "not in family"  # privileged rows are outside the family
         assert rows["oracle"]["routing_gain_pp"] > 0
         lo, hi = rows["knn"]["routing_gain_pp_ci_low"], rows["knn"]["routing_gain_pp_ci_high"]
@@ -90,13 +93,15 @@ def test_lobo_tables_per_fold_and_pooled(lobo):
         per = {r["benchmark"]: r["routing_gain_pp"] for r in result.rows if r["method"] == method}
         expected = sum(n[b] * per[b] for b in n) / sum(n.values())
         assert per["pooled"] == pytest.approx(expected)
-    for entry in result.label:  # the share is reported exactly when the label's value is clearly positive
-        shares = [r["share_of_label"] for r in result.rows if r["benchmark"] == entry["benchmark"]]
-        assert entry["share_reported"] == all(s is not None for s in shares)
-        if entry["share_reported"]:
-            assert entry["ci_low"] > 0
+    for row in result.rows:  # a share exactly where the label's value is clearly positive
+        if row["share_of_label"] is None:
+            assert row["share_note"] and (row["label_value_pp_ci_low"] <= 0 or row["label_value_pp"] < 1.0)
         else:
-            assert entry["note"] and all(s is None for s in shares)
+            assert row["label_value_pp_ci_low"] > 0
+            assert row["share_of_label"] == pytest.approx(row["routing_gain_pp"] / row["label_value_pp"])
+    # on a toy whose questions differ only by size, the label's chain is about the fixed-model chain
+    per = {r["benchmark"]: r for r in result.rows if r["method"] == "per-benchmark"}
+    assert all(abs(r["label_value_pp"]) < 15 for r in per.values())
     assert "## pooled" in unseen_markdown(result)
 
 
@@ -118,3 +123,19 @@ def test_lobo_same_table_on_the_process_executor(lobo, tmp_path):
     config_p = CompareConfig(**{**config.__dict__, "executor": "process", "workers": 2})
     other = run_leave_one_benchmark_out(config_p, ["gsm8k", "mmlu"], tmp_path)
     assert other.rows == result.rows
+
+
+def test_frontier_folds_are_written_and_a_rerun_skips_them(tmp_path):
+    from routing_gym.eval.frontier import FrontierConfig
+    from routing_gym.eval.unseen_benchmarks import FOLD_KEY, run_frontier_leave_one_benchmark_out
+
+    config = FrontierConfig(tournament=make_tournament(n=240, seed=3), agents=["per-benchmark"], audit=False,
+                            n_bootstrap=50, progress=False)
+    tables = run_frontier_leave_one_benchmark_out(config, ["gsm8k", "mmlu"], tmp_path, plots=False)
+    assert list(tables) == ["gsm8k", "mmlu"] and all(p.is_file() for p in tables.values())
+    stamps = {b: p.stat().st_mtime_ns for b, p in tables.items()}
+    run_frontier_leave_one_benchmark_out(config, ["gsm8k", "mmlu"], tmp_path, plots=False)
+    assert {b: p.stat().st_mtime_ns for b, p in tables.items()} == stamps  # resumed: nothing rerun
+    (fold_dir(tmp_path, "mmlu") / FOLD_KEY).write_text("{}")  # other settings: that fold runs again
+    run_frontier_leave_one_benchmark_out(config, ["gsm8k", "mmlu"], tmp_path, plots=False)
+    assert tables["mmlu"].stat().st_mtime_ns != stamps["mmlu"] and tables["gsm8k"].stat().st_mtime_ns == stamps["gsm8k"]
