@@ -139,3 +139,18 @@ def test_frontier_folds_are_written_and_a_rerun_skips_them(tmp_path):
     (fold_dir(tmp_path, "mmlu") / FOLD_KEY).write_text("{}")  # other settings: that fold runs again
     run_frontier_leave_one_benchmark_out(config, ["gsm8k", "mmlu"], tmp_path, plots=False)
     assert tables["mmlu"].stat().st_mtime_ns != stamps["mmlu"] and tables["gsm8k"].stat().st_mtime_ns == stamps["gsm8k"]
+
+
+def test_cli_leave_one_benchmark_out(tmp_path, capsys):
+    from routing_gym.cli import main
+
+    make_tournament(n=240, seed=3).save(tmp_path / "t")
+    out = tmp_path / "out"
+    argv = ["--tournament", str(tmp_path / "t"), "--agents", "per-benchmark", "--no-audit", "--no-plots", "--out", str(out)]
+    assert main(["compare", *argv, "--seeds", "1", "--bootstrap", "100", "--leave-one-benchmark-out", "gsm8k,mmlu"]) == 0
+    printed = capsys.readouterr().out
+    assert "## pooled" in printed and "2 fold folders" in printed and (out / "held-out" / "mmlu" / "table.md").is_file()
+    assert main(["frontier", *argv, "--bootstrap", "100", "--leave-one-benchmark-out", "gsm8k"]) == 0
+    assert "## held out: gsm8k" in capsys.readouterr().out
+    assert main(["compare", *argv, "--leave-one-benchmark-out", "nope"]) == 2
+    assert "unknown benchmark 'nope'" in capsys.readouterr().err

@@ -5,12 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from typing import TYPE_CHECKING
 
 from routing_gym.cli import json_object
-
-if TYPE_CHECKING:
-    from routing_gym.eval.compare import CompareConfig
 
 
 def add_commands(cli) -> None:
@@ -132,27 +128,23 @@ def _run(args: argparse.Namespace) -> int:
         allow_ungated=args.allow_ungated, n_bootstrap=args.bootstrap, audit=not args.no_audit, **executor_settings(args),
     )
     if args.leave_one_benchmark_out is not None:
-        return _run_unseen(config, args)
-    result = run_compare(config, out_dir=args.out)
-    paths = write_outputs(result, args.out, plots=not args.no_plots)
-    print(paths["table.md"].read_text())
-    print(f"wrote {', '.join(sorted(p.name for p in paths.values()))} to {args.out} in {result.elapsed_s:.1f} s")
+        from routing_gym.eval.unseen_benchmarks import run_leave_one_benchmark_out, write_unseen_outputs
+
+        result = run_leave_one_benchmark_out(config, held_out_benchmarks(args.leave_one_benchmark_out), args.out)
+        paths = write_unseen_outputs(result, args.out, plots=not args.no_plots)
+        table, folders = paths["unseen.md"], f" and {len(result.folds)} fold folders"
+    else:
+        result = run_compare(config, out_dir=args.out)
+        paths = write_outputs(result, args.out, plots=not args.no_plots)
+        table, folders = paths["table.md"], ""
+    print(table.read_text())
+    print(f"wrote {', '.join(sorted(p.name for p in paths.values()))}{folders} to {args.out} in {result.elapsed_s:.1f} s")
     if result.failures:
         print(f"{len(result.failures)} run(s) failed: " + "; ".join(f"{f.method} seed {f.seed}: {f.error}" for f in result.failures))
         return 1
     return 0
 
 
-def _run_unseen(config: CompareConfig, args: argparse.Namespace) -> int:
-    """``--leave-one-benchmark-out``: every fold, then the unseen-benchmark tables."""
-    from routing_gym.eval.unseen_benchmarks import run_leave_one_benchmark_out, write_unseen_outputs
-
-    named = None if args.leave_one_benchmark_out == "all" else [b.strip() for b in args.leave_one_benchmark_out.split(",") if b.strip()]
-    result = run_leave_one_benchmark_out(config, named, args.out)
-    paths = write_unseen_outputs(result, args.out, plots=not args.no_plots)
-    print(paths["unseen.md"].read_text())
-    print(f"wrote {', '.join(sorted(p.name for p in paths.values()))} and {len(result.folds)} fold folders to {args.out}")
-    if result.failures:
-        print(f"{len(result.failures)} run(s) failed: " + "; ".join(f"{f.method} seed {f.seed}: {f.error}" for f in result.failures))
-        return 1
-    return 0
+def held_out_benchmarks(value: str) -> list[str] | None:
+    """``--leave-one-benchmark-out`` (compare, frontier): None for every benchmark, else the names given."""
+    return None if value == "all" else [b.strip() for b in value.split(",") if b.strip()]

@@ -62,11 +62,11 @@ def cmd_frontier(args: argparse.Namespace) -> int:
         n_bootstrap=args.bootstrap, audit=not args.no_audit,
     )
     if args.leave_one_benchmark_out is not None:
+        from routing_gym.cli.compare import held_out_benchmarks
         from routing_gym.eval.unseen_benchmarks import run_frontier_leave_one_benchmark_out
 
-        named = (None if args.leave_one_benchmark_out == "all"
-                 else [b.strip() for b in args.leave_one_benchmark_out.split(",") if b.strip()])
-        tables = run_frontier_leave_one_benchmark_out(config, named, args.out, plots=not args.no_plots)
+        tables = run_frontier_leave_one_benchmark_out(config, held_out_benchmarks(args.leave_one_benchmark_out), args.out,
+                                                      plots=not args.no_plots)
         for benchmark, table in tables.items():
             print(f"## held out: {benchmark}\n\n{table.read_text()}")
         print(f"wrote {len(tables)} fold folders to {args.out}")

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -73,6 +74,7 @@ class UnseenResult:
     folds: dict[str, CompareResult]
     rows: list[dict[str, Any]]
     chains: dict[str, list[str]]  # per fold: the fixed-model chain chosen on its training split
+    elapsed_s: float = 0.0
 
     @property
     def failures(self) -> list[Any]:
@@ -88,12 +90,15 @@ def run_leave_one_benchmark_out(config: CompareConfig, benchmarks: Sequence[str]
     if config.train_split != "train" or config.test_split != "test":
         raise UsageError("leave-one-benchmark-out sets the splits itself (train: the other benchmarks, test: the "
                          f"held-out one); got --train-split {config.train_split!r} --test-split {config.test_split!r}")
+    start = time.perf_counter()
     t = resolve_tournament(config.tournament)
     jobs = {b: CompareJob(replace(config, tournament=fold), fold_dir(out_dir, b) if out_dir is not None else None,
                           label=f"{b}: ") for b, fold in lobo_folds(t, benchmarks)}
     run_jobs(list(jobs.values()), config.executor, workers=config.workers, max_retries=config.max_retries,
              ray_address=config.ray_address, progress=config.progress)
-    return unseen_summary({b: job.result() for b, job in jobs.items()})
+    result = unseen_summary({b: job.result() for b, job in jobs.items()})
+    result.elapsed_s = time.perf_counter() - start
+    return result
 
 
 def cross_fit_folds(prompts: Sequence[str], seed: int = 0) -> np.ndarray:
