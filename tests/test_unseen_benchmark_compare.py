@@ -116,6 +116,9 @@ def test_lobo_resumes_and_writes_every_fold(lobo):
     assert all(job.tasks() == [] for job in jobs)  # every cell is read back
     again = run_leave_one_benchmark_out(config, ["gsm8k", "mmlu"], out)
     assert again.rows == result.rows
+    small = out / "small"
+    write_unseen_outputs(result, small, fold_tables_only=True)
+    assert sorted(p.name for p in fold_dir(small, "mmlu").iterdir()) == ["table.md"]
 
 
 def test_lobo_same_table_on_the_process_executor(lobo, tmp_path):

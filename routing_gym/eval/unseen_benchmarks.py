@@ -44,7 +44,7 @@ import pandas as pd
 
 from routing_gym.errors import UsageError
 from routing_gym.eval import familywise
-from routing_gym.eval.compare import CompareConfig, CompareJob, CompareResult, run_jobs, write_outputs
+from routing_gym.eval.compare import CompareConfig, CompareJob, CompareResult, markdown_report, run_jobs, write_outputs
 from routing_gym.eval.jsonsafe import strict_json
 from routing_gym.eval.stats import BootstrapPlan, percentile_interval
 from routing_gym.eval.yardstick import Yardstick
@@ -273,13 +273,19 @@ def unseen_markdown(result: UnseenResult) -> str:
     return "\n".join(lines)
 
 
-def write_unseen_outputs(result: UnseenResult, out_dir: str | Path, plots: bool = True) -> dict[str, Path]:
-    """Each fold's compare outputs in its sub-folder, and ``unseen.md`` / ``unseen.csv`` /
-    ``unseen.json`` (the pooled and per-fold unseen-benchmark tables) in ``out_dir``."""
+def write_unseen_outputs(result: UnseenResult, out_dir: str | Path, plots: bool = True,
+                         fold_tables_only: bool = False) -> dict[str, Path]:
+    """Each fold's compare outputs in its sub-folder (only its ``table.md`` with
+    ``fold_tables_only``: a committed study with many folds stays small), and ``unseen.md`` /
+    ``unseen.csv`` / ``unseen.json`` (the pooled and per-fold unseen-benchmark tables) in ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for benchmark, fold in result.folds.items():
-        write_outputs(fold, fold_dir(out, benchmark), plots=plots)
+        if fold_tables_only:
+            fold_dir(out, benchmark).mkdir(parents=True, exist_ok=True)
+            (fold_dir(out, benchmark) / "table.md").write_text(markdown_report(fold))
+        else:
+            write_outputs(fold, fold_dir(out, benchmark), plots=plots)
     paths = {name: out / name for name in ("unseen.md", "unseen.csv", "unseen.json")}
     paths["unseen.md"].write_text(unseen_markdown(result))
     pd.DataFrame(result.rows).to_csv(paths["unseen.csv"], index=False)
