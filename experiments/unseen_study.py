@@ -10,7 +10,7 @@ benchmark). Outputs: ``experiments/results/unseen/<tournament>/`` (``unseen.md``
 
 Part ``models``: unseen models (UniRoute's protocol, ``routing_gym.eval.unseen_model_gains``) on
 zeroeval-math and llmrouter: a quarter of each pool (4 of 16, 2 of 9 models) drawn with
-``numpy.random.default_rng(0)`` is held out of training and described to the agents that can use
+``numpy.random.default_rng(draw)``, three draws, is held out of training and described to the agents that can use
 a description by their outcomes on 0, 50 and 200 training questions; the other agents say they
 cannot. Outputs: ``experiments/results/unseen/models/<tournament>.md`` / ``.csv``.
 
@@ -49,6 +49,7 @@ FOLD_COLUMNS = ("per-benchmark", "cost-aware", "irt", "mf", "gbdt", "knn", "unir
 PARTS = ("benchmarks", "models", "report")
 MODELS_TOURNAMENTS = ("zeroeval-math", "llmrouter")
 CALIBRATION_SIZES = (0, 50, 200)
+MODEL_DRAWS = (0, 1, 2)
 DESCRIBERS = ("uniroute", "cost-aware", "irt", "mf", "gbdt")  # describes_new_models = True
 CANNOT = ("per-benchmark", "knn", "routellm")
 
@@ -92,6 +93,7 @@ def run_benchmarks(name: str, seeds: int, resume: bool) -> dict[str, float]:
 
 
 def run_models(name: str, seed: int) -> None:
+    """The unseen-model gains on ``name`` for each draw of held-out models (``MODEL_DRAWS``)."""
     import numpy as np
     import pandas as pd
 
@@ -101,29 +103,38 @@ def run_models(name: str, seed: int) -> None:
 
     t = resolve_tournament(name)
     n_held_out = t.n_models // 4
-    held_out = sorted(np.random.default_rng(0).choice(t.model_ids, n_held_out, replace=False).tolist())
     wall, cpu = time.perf_counter(), cpu_s()
-    rows = unseen_model_gains(t, DESCRIBERS + CANNOT, held_out, CALIBRATION_SIZES, Reward(), seed=seed)
+    rows, sections, cannot = [], [], {}
+    for draw in MODEL_DRAWS:
+        held_out = sorted(np.random.default_rng(draw).choice(t.model_ids, n_held_out, replace=False).tolist())
+        found = [{"draw": draw, **r} for r in unseen_model_gains(t, DESCRIBERS + CANNOT, held_out, CALIBRATION_SIZES,
+                                                                 Reward(), seed=seed)]
+        rows += found
+        sections += [f"### Draw {draw}: held out {', '.join(held_out)}", "",
+                     f"Fixed-model chain of the full pool, chosen on train: {next(r['chain'] for r in found if 'chain' in r)}", "",
+                     "| agent | calibration questions | routing gain (pp) | 95 % CI | verdict | new-model share | accuracy | mean J |",
+                     "|---|---|---|---|---|---|---|---|"]
+        for r in found:
+            if r["status"] != "ok":
+                cannot[r["agent"]] = r["note"]
+                continue
+            sections.append(f"| {r['agent']} | {r['n_calibration']} | {r['routing_gain_pp']:+.2f} | "
+                            f"[{r['routing_gain_pp_ci_low']:+.2f}, {r['routing_gain_pp_ci_high']:+.2f}] | {r['verdict']} | "
+                            f"{r['new_model_share']:.2f} | {r['accuracy']:.3f} | {r['mean_energy_j']:.1f} |")
+        sections.append("")
     out = RESULTS / "models"
     out.mkdir(parents=True, exist_ok=True)
-    table = pd.DataFrame(rows)
-    table.to_csv(out / f"{name}.csv", index=False)
+    pd.DataFrame(rows).to_csv(out / f"{name}.csv", index=False)
     lines = [f"# Unseen models on {name}", "",
-             f"Held out of training: {', '.join(held_out)} ({n_held_out} of {t.n_models} models, drawn with "
-             f"numpy.random.default_rng(0)); seed {seed}. Routing gain over the full pool's fixed-model chain chosen on train "
-             f"({next(r['chain'] for r in rows if 'chain' in r)}), pp, 95 % interval over test "
-             "questions, Romano-Wolf verdict over every scored row; new-model share = test questions routed to a "
-             f"held-out model. {time.perf_counter() - wall:.0f} s wall, {cpu_s() - cpu:.0f} s CPU.", "",
-             "| agent | calibration questions | routing gain (pp) | 95 % CI | verdict | new-model share | accuracy | mean J |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        if r["status"] != "ok":
-            lines.append(f"| {r['agent']} | {r['n_calibration']} | cannot: {r['note']} | | | | | |")
-            continue
-        lines.append(f"| {r['agent']} | {r['n_calibration']} | {r['routing_gain_pp']:+.2f} | [{r['routing_gain_pp_ci_low']:+.2f}, "
-                     f"{r['routing_gain_pp_ci_high']:+.2f}] | {r['verdict']} | {r['new_model_share']:.2f} | "
-                     f"{r['accuracy']:.3f} | {r['mean_energy_j']:.1f} |")
-    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
+             f"{n_held_out} of {t.n_models} models held out of training per draw (numpy.random.default_rng(draw)), agent "
+             f"seed {seed}; the calibration questions are training questions drawn with default_rng(0). Routing gain over "
+             "the full pool's fixed-model chain chosen on train (pp, 95 % interval over test questions, copies together), "
+             "Romano-Wolf verdict over every scored row of a draw; new-model share = test questions routed to a held-out "
+             "model; 0 calibration questions = routing among the seen models. "
+             f"{time.perf_counter() - wall:.0f} s wall, {cpu_s() - cpu:.0f} s CPU for all draws.", "",
+             "Cannot use a description (no rows with calibration questions): "
+             + "; ".join(f"{agent} ({note})" for agent, note in cannot.items()) + ".", "", *sections]
+    (out / f"{name}.md").write_text("\n".join(lines))
     log(f"models on {name}: {time.perf_counter() - wall:.0f} s wall")
 
 
