@@ -5,7 +5,7 @@
 in its own sub-folder ``<out>/held-out/<benchmark>/`` (its ``cells/`` saved as they arrive, so a
 rerun resumes), and then reads every fold on the yardstick of an unseen benchmark:
 
-- the fold (``lobo_fold``): every question of the held-out benchmark, and every copy of one
+- the fold (``lobo_folds``): every question of the held-out benchmark, and every copy of one
   under another benchmark, is ``test``; every other question trains (a source's own test split
   included: the held-out benchmark is the only thing a router is scored on);
 - routing gain: accuracy - the fixed-model chain chosen on the fold's training split at the
