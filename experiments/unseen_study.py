@@ -223,8 +223,11 @@ def write_report() -> None:
     (RESULTS / "summary.md").write_text("\n".join(lines))
     write_readme(RESULTS, "Unseen benchmarks (and models): does reading the question help on a new task?",
                  "`summary.md` (below), `unseen.png`; per tournament `unseen.md` / `unseen.csv` / `unseen.json`, "
-                 "`timing.json` and every fold's compare outputs under `held-out/`; `models/` the unseen-model part. "
-                 "Compare cells are kept under `.cache/unseen/` (not committed).\n\n" + "\n".join(lines))
+                 "`timing.json` and every fold's compare `table.md` under `held-out/`; `models/` the unseen-model part. "
+                 "Compare cells are kept under `.cache/unseen/` (not committed). The folder was written in parts "
+                 "(`--parts benchmarks`, `--parts models`, `--parts report`; the benchmark cells of specialist-pool, "
+                 "mmlu-pro and llmrouter in two resumed runs, `timing.json` lists both); the command above runs them all."
+                 "\n\n" + "\n".join(lines), argv=[__file__, "--resume"])
 
 
 def _plot(frames: dict, path: Path) -> None:
