@@ -37,7 +37,7 @@ import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -50,6 +50,9 @@ from routing_gym.eval.stats import BootstrapPlan, percentile_interval
 from routing_gym.eval.yardstick import Yardstick
 from routing_gym.tournament import Tournament, leave_one_benchmark_out
 from routing_gym.tournament.duplicates import question_groups
+
+if TYPE_CHECKING:
+    from routing_gym.eval.frontier import FrontierConfig
 
 HELD_OUT_DIR = "held-out"
 CROSS_FIT_FOLDS = 5
@@ -298,13 +301,12 @@ def write_unseen_outputs(result: UnseenResult, out_dir: str | Path, plots: bool 
 FOLD_KEY = "fold.json"  # a finished frontier fold: the settings it ran with
 
 
-def run_frontier_leave_one_benchmark_out(config: Any, benchmarks: Sequence[str] | None, out_dir: str | Path,
+def run_frontier_leave_one_benchmark_out(config: FrontierConfig, benchmarks: Sequence[str] | None, out_dir: str | Path,
                                          plots: bool = True) -> dict[str, Path]:
     """``frontier`` once per fold (``lobo_folds``), each written to ``<out>/held-out/<benchmark>/``
     as it finishes; a rerun skips the folds whose ``fold.json`` records the same settings and split
     (resumable fold by fold: a frontier has no cells of its own). Returns each fold's ``table.md``.
-    ``config`` is a ``FrontierConfig`` (its tournament is replaced by each fold's); a frontier runs
-    in this process (no executor)."""
+    ``config``'s tournament is replaced by each fold's; a frontier runs in this process (no executor)."""
     from routing_gym.eval.frontier import run_frontier, write_frontier_outputs
     from routing_gym.sources import resolve_tournament
 
