@@ -122,3 +122,23 @@ def test_a_new_models_text_part_is_fitted_on_its_calibration_questions():
     test_rows = t.split_rows("test")
     p = agent.predict_correct(ObservationBatch.from_tournament(unseen.pool, test_rows))[:, 3]
     assert p[says_joules[test_rows]].mean() - p[~says_joules[test_rows]].mean() > 0.3
+
+
+def test_unseen_model_gains_rows_for_every_size_and_cannot_for_the_others():
+    from routing_gym.eval.unseen_model_gains import unseen_model_gains
+
+    t = with_star_and_dud()
+    rows = unseen_model_gains(t, ["uniroute", "per-benchmark"], ["m3", "m4"], [0, 40], Reward(), n_bootstrap=200)
+    by = {(r["agent"], r["n_calibration"]): r for r in rows}
+    assert set(by) == {("uniroute", 0), ("uniroute", 40), ("per-benchmark", 0), ("per-benchmark", 40)}
+    assert by[("per-benchmark", 40)]["status"] == "cannot" and "cannot route" in by[("per-benchmark", 40)]["note"]
+    assert by[("uniroute", 0)]["new_model_share"] == 0 == by[("per-benchmark", 0)]["new_model_share"]
+    star = by[("uniroute", 40)]
+    # the star (right everywhere, cheapest) is on the full pool's chain: routing to it is no gain over
+    # "always star", but described, uniroute sends almost everything there and gains over routing blind
+    assert star["new_model_share"] > 0.9 and star["accuracy"] > by[("uniroute", 0)]["accuracy"]
+    assert star["routing_gain_pp"] > by[("uniroute", 0)]["routing_gain_pp"]
+    for r in rows:
+        if r["status"] == "ok":
+            assert r["routing_gain_pp_ci_low"] <= r["routing_gain_pp"] <= r["routing_gain_pp_ci_high"]
+            assert r["verdict"] in ("above", "below", "")

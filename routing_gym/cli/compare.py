@@ -51,6 +51,11 @@ def add_commands(cli) -> None:
     p.add_argument("--out", default="compare-results",
                    help="output directory (default: %(default)s); finished cells are saved in OUT/cells as they "
                    "arrive and a rerun with the same settings runs only the missing ones")
+    p.add_argument("--leave-one-benchmark-out", nargs="?", const="all", default=None, metavar="B1,B2",
+                   help="benchmarks never seen in training: one fold per benchmark (all, or those named), each tested "
+                   "on that benchmark with every other question training, in OUT/held-out/<benchmark>/ (resumable); "
+                   "writes unseen.md/.csv/.json: each router's gain over the fixed-model yardstick chosen on train and "
+                   "the share it recovers of what the label would have been worth had the benchmark been seen")
     add_executor_arguments(p)
     p.set_defaults(func=cmd_compare)
 
@@ -122,11 +127,24 @@ def _run(args: argparse.Namespace) -> int:
         agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"), fixed_models=not args.no_fixed_models,
         allow_ungated=args.allow_ungated, n_bootstrap=args.bootstrap, audit=not args.no_audit, **executor_settings(args),
     )
-    result = run_compare(config, out_dir=args.out)
-    paths = write_outputs(result, args.out, plots=not args.no_plots)
-    print(paths["table.md"].read_text())
-    print(f"wrote {', '.join(sorted(p.name for p in paths.values()))} to {args.out} in {result.elapsed_s:.1f} s")
+    if args.leave_one_benchmark_out is not None:
+        from routing_gym.eval.unseen_benchmarks import run_leave_one_benchmark_out, write_unseen_outputs
+
+        result = run_leave_one_benchmark_out(config, held_out_benchmarks(args.leave_one_benchmark_out), args.out)
+        paths = write_unseen_outputs(result, args.out, plots=not args.no_plots)
+        table, folders = paths["unseen.md"], f" and {len(result.folds)} fold folders"
+    else:
+        result = run_compare(config, out_dir=args.out)
+        paths = write_outputs(result, args.out, plots=not args.no_plots)
+        table, folders = paths["table.md"], ""
+    print(table.read_text())
+    print(f"wrote {', '.join(sorted(p.name for p in paths.values()))}{folders} to {args.out} in {result.elapsed_s:.1f} s")
     if result.failures:
         print(f"{len(result.failures)} run(s) failed: " + "; ".join(f"{f.method} seed {f.seed}: {f.error}" for f in result.failures))
         return 1
     return 0
+
+
+def held_out_benchmarks(value: str) -> list[str] | None:
+    """``--leave-one-benchmark-out`` (compare, frontier): None for every benchmark, else the names given."""
+    return None if value == "all" else [b.strip() for b in value.split(",") if b.strip()]

@@ -42,6 +42,10 @@ def add_commands(cli) -> None:
     p.add_argument("--no-audit", action="store_true",
                    help="skip the audit (each sweep run again on a copy with held-out outcomes replaced); no curve then "
                         "gets a dominance verdict")
+    p.add_argument("--leave-one-benchmark-out", nargs="?", const="all", default=None, metavar="B1,B2",
+                   help="benchmarks never seen in training: one frontier per benchmark (all, or those named), tested on "
+                   "that benchmark with every other question training, in OUT/held-out/<benchmark>/; a rerun skips the "
+                   "folds already written with the same settings")
     p.add_argument("--no-plots", action="store_true", help="skip frontier.png")
     p.add_argument("--out", default="frontier-results", help="output directory (default: %(default)s)")
     p.set_defaults(func=cmd_frontier)
@@ -57,6 +61,16 @@ def cmd_frontier(args: argparse.Namespace) -> int:
         coefficients={"lambda_e": args.lambda_e}, train_split=args.train_split, test_split=args.test_split,
         n_bootstrap=args.bootstrap, audit=not args.no_audit,
     )
+    if args.leave_one_benchmark_out is not None:
+        from routing_gym.cli.compare import held_out_benchmarks
+        from routing_gym.eval.unseen_benchmarks import run_frontier_leave_one_benchmark_out
+
+        tables = run_frontier_leave_one_benchmark_out(config, held_out_benchmarks(args.leave_one_benchmark_out), args.out,
+                                                      plots=not args.no_plots)
+        for benchmark, table in tables.items():
+            print(f"## held out: {benchmark}\n\n{table.read_text()}")
+        print(f"wrote {len(tables)} fold folders to {args.out}")
+        return 0
     result = run_frontier(config)  # bad settings raise UsageError before any training
     paths = write_frontier_outputs(result, args.out, plots=not args.no_plots)
     print(paths["table.md"].read_text())

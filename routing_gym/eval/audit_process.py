@@ -103,7 +103,7 @@ class AuditProcess:
     """The audit's process for one tournament and held-out split, with its world."""
 
     def __init__(self, t: Tournament, test_split: str, aliases: Aliases = ((), ())) -> None:
-        self.key = (t.fingerprint, test_split, aliases)
+        self.key = (t.fingerprint, t.split_fingerprint, test_split, aliases)
         remove_stale_worlds()
         self.root = Path(tempfile.mkdtemp(prefix=WORLD_PREFIX))
         try:
@@ -187,7 +187,7 @@ def audit_run(t: Tournament, test_split: str, aliases: Aliases, request: dict[st
     """``request`` run by this process's audit process for ``t`` (started, or restarted for
     another tournament, on demand)."""
     global _current
-    key = (t.fingerprint, test_split, aliases)
+    key = (t.fingerprint, t.split_fingerprint, test_split, aliases)
     if _current is not None and (_current.key != key or not _current.alive()):
         close_audit_process()
     if _current is None:

@@ -148,6 +148,14 @@ class Tournament:
         return self._fingerprint
 
     @property
+    def split_fingerprint(self) -> str:
+        """A hash of the per-row split assignment, which ``fingerprint`` leaves out: two folds
+        (or two split seeds) of one tournament share a fingerprint and differ here."""
+        import hashlib
+
+        return hashlib.sha1("\x1e".join(self.queries["split"].astype(str)).encode()).hexdigest()
+
+    @property
     def has_difficulty(self) -> bool:
         return bool(self.queries["difficulty"].notna().all()) and self.n_queries > 0
 

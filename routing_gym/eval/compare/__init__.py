@@ -146,8 +146,9 @@ class CompareJob:
 
     @property
     def group(self) -> str:
-        """The payload key: cells of every job on one tournament share one shipped copy."""
-        return self.tournament.fingerprint
+        """The payload key: cells of every job on one tournament (and one split of it: folds share
+        a content fingerprint) share one shipped copy."""
+        return f"{self.tournament.fingerprint}-{self.tournament.split_fingerprint}"
 
     def tasks(self) -> list[Task]:
         return [Task(f"{self.label}{name}-{seed}", self.group, (self.settings[name], name, seed), agent_resources(name))

@@ -266,11 +266,13 @@ _CELL_FORMAT = 3  # 2: audit and training feedback; 3: the audit runs in its own
 
 
 def cell_fingerprint(t: Tournament, settings: CellSettings, name: str, seed: int) -> str:
-    """What decides a cell's result: tournament content, reward, splits, agent, kwargs, seed."""
+    """What decides a cell's result: tournament content, which split each row is in (two folds
+    or split seeds share ``t.fingerprint``), reward, split names, agent, kwargs, seed."""
     from routing_gym import __version__
 
     blob = json.dumps({
         "format": _CELL_FORMAT, "routing_gym": __version__, "tournament": t.fingerprint,
+        "split_assignment": t.split_fingerprint,
         "reward": [settings.reward.name, settings.reward.coefficients, settings.reward.invalid_penalty],
         "splits": [settings.train_split, settings.test_split], "agent": name, "kwargs": settings.agent_kwargs,
         "imports": list(settings.imports), "seed": seed, "audit": settings.audit,
