@@ -29,7 +29,7 @@ labels it not deployable. An agent that did not declare it gets ``PrivilegedAcce
 
 Python cannot forbid reading held-out outcomes by other roads (rebuilding the tournament by
 name, private attributes, the files themselves), so ``compare`` *verifies* each deployable
-row: the audit (``routing_gym.eval.audit``) fits and runs the agent a second time on a copy
+row: the audit (``routing_gym.eval.execution.audit``) fits and runs the agent a second time on a copy
 whose held-out outcomes are replaced, and a row whose actions change is not deployable. For
 the audit to mean anything an agent must be deterministic for a given ``ctx.seed``.
 """
@@ -55,7 +55,7 @@ from routing_gym.errors import PrivilegedAccessError, RoutingGymError, UnseenMod
 from routing_gym.tournament import Outcomes, Tournament
 
 if TYPE_CHECKING:
-    from routing_gym.eval.unseen_models import ModelDescription
+    from routing_gym.eval.generalisation.unseen_models import ModelDescription
 
 Feedback = Literal["bandit", "full"]
 PRIVILEGES = ("test_outcomes", "outputs", "difficulty")
@@ -406,7 +406,7 @@ class Agent(ABC):
     unseen. ``docs/agents.md`` lists each registered agent's behaviour;
     ``tests/test_unseen_benchmarks.py`` checks it for every registered agent.
 
-    Unseen models (``routing_gym.eval.unseen_models``, UniRoute's protocol): after ``fit``,
+    Unseen models (``routing_gym.eval.generalisation.unseen_models``, UniRoute's protocol): after ``fit``,
     ``add_models(description)`` appends models the agent never trained on, each described only by
     its outcomes on a stated number of calibration (training) questions; afterwards ``act_batch``
     may return ``K_seen + j`` for the j-th new model. Agents that can set ``describes_new_models =

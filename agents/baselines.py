@@ -6,7 +6,7 @@
 - ``per-benchmark`` reads only the benchmark label: each benchmark goes to the fixed model that
   did best on it in training (by mean training reward, or with its cost knob ``mu`` by training
   accuracy - mu x J / J_ref, J_ref the largest mean training joules). The router any learned
-  router must beat to show it reads the question (the task-aware hull, ``eval/hull.py``).
+  router must beat to show it reads the question (the task-aware hull, ``fronts/hull.py``).
 - ``random`` picks a model uniformly, as a deterministic function of (seed, question text),
   so ``act`` and ``act_batch`` agree and reruns are identical.
 - ``oracle`` looks up the best route of each held-out query under the evaluation reward
@@ -26,7 +26,7 @@ import pandas as pd
 from routing_gym.envs import ObservationBatch, oracle_targets
 from routing_gym.errors import UnknownNameError
 from routing_gym.eval.frontier import CostKnob
-from routing_gym.eval.hull import benchmark_means, best_per_benchmark
+from routing_gym.fronts.hull import benchmark_means, best_per_benchmark
 from routing_gym_agents.base import Agent, FitContext, PrivilegedAccess
 from routing_gym_agents.registry import register_agent
 

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from routing_gym.envs.multiturn_env import JUDGED_CORRECT
-from routing_gym.errors import RoutingGymError, UnknownNameError
-from routing_gym.eval.pareto import pareto_front
 from routing_gym.envs.observation import ObservationBatch
+from routing_gym.errors import RoutingGymError, UnknownNameError
+from routing_gym.eval.core.pareto import pareto_front
 from routing_gym_agents.base import Agent, FitContext
 from routing_gym_agents.registry import register_agent
 

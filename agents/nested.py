@@ -14,7 +14,7 @@ noisier), the part carved as ``routing-gym frontier`` carves it (``eval.frontier
 benchmark's training rows, seeded by the fit seed; the test split is never read), then refitted
 on the whole training split. "Label only" (``s = 0``) is always a candidate, so a router whose
 text does not help on validation routes exactly as the label does: the ``per-benchmark`` route
-at the same price, a point of the task-aware hull (``eval/hull.py``).
+at the same price, a point of the task-aware hull (``fronts/hull.py``).
 
 Routing prices joules per (benchmark, model), the unit in which the label already knows them:
 ``argmax_k P_k(x) - mu * J_{b(x)k} / J_ref``, ``J`` the mean training joules of model k on the
@@ -28,7 +28,7 @@ rate and joules of all training rows (``benchmark_means``' fallback) as its labe
 text residual reads its question with an all-zero benchmark one-hot (``ObservationFeaturizer``):
 label only, it routes as ``per-benchmark`` would pool.
 
-New models (``add_models``, ``routing_gym.eval.unseen_models``): a new model's label part is its
+New models (``add_models``, ``routing_gym.eval.generalisation.unseen_models``): a new model's label part is its
 per-benchmark calibration rate and joules, each shrunk towards its own calibration mean with
 ``CALIBRATION_PRIOR`` pseudo questions (a benchmark with few calibration questions is not decided
 by them alone); its text part is fitted on the calibration questions with every parameter of the
@@ -46,12 +46,12 @@ import numpy as np
 from routing_gym.envs.observation import ObservationBatch
 from routing_gym.errors import UsageError
 from routing_gym.eval.frontier import CostKnob, carve_validation
-from routing_gym.eval.hull import benchmark_means, best_per_benchmark
 from routing_gym.features import ObservationFeaturizer
+from routing_gym.fronts.hull import benchmark_means, best_per_benchmark
 from routing_gym_agents.base import Agent, FitContext, featurizer_for_context
 
 if TYPE_CHECKING:
-    from routing_gym.eval.unseen_models import ModelDescription
+    from routing_gym.eval.generalisation.unseen_models import ModelDescription
 
 VALIDATION_SHARE = 0.2
 CALIBRATION_PRIOR = 5.0  # pseudo questions at a new model's calibration mean, per benchmark

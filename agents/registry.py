@@ -30,7 +30,7 @@ _BUILTIN_MODULES = (
     "routing_gym_agents.bandits",
     "routing_gym_agents.routers",
     "routing_gym_agents.sb3_agents",
-    "routing_gym_agents.text_controller",
+    "routing_gym_agents.controller.agent",
     "routing_gym_agents.lagrangian",
     "routing_gym_agents.cascade",
     "routing_gym_agents.cost_aware",

@@ -41,7 +41,7 @@ from routing_gym_agents.baselines import models_by_size
 from routing_gym_agents.registry import register_agent
 
 if TYPE_CHECKING:
-    from routing_gym.eval.unseen_models import ModelDescription
+    from routing_gym.eval.generalisation.unseen_models import ModelDescription
 
 
 class _TextRouter(Agent):

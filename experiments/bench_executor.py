@@ -88,7 +88,7 @@ def main() -> int:
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-    from routing_gym.eval.executors import init_ray, ray_module
+    from routing_gym.ray_cluster import init_ray, ray_module
     from routing_gym.sources import resolve_tournament
 
     resolve_tournament(args.tournament)  # build/cache it before any timing

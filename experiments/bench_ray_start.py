@@ -33,7 +33,7 @@ def one_round(address: str | None) -> None:
     import time
 
     start = time.perf_counter()
-    from routing_gym.eval.executors import _set_ray_auth_mode, init_ray, ray_module
+    from routing_gym.ray_cluster import _set_ray_auth_mode, init_ray, ray_module
 
     ray = ray_module()
     imported = time.perf_counter()

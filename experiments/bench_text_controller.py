@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     from routing_gym.sources import resolve_tournament
     from routing_gym.tournament.scoring import score_actions
     from routing_gym_agents import FitContext, ObservationBatch, make_agent
-    from routing_gym_agents.controller_prompt import named_model
-    from routing_gym_agents.controller_report import write_training_report
+    from routing_gym_agents.controller.prompt import named_model
+    from routing_gym_agents.controller.report import write_training_report
 
     overrides = json.loads(args.set)
     t = resolve_tournament(args.tournament)

@@ -42,7 +42,7 @@ import pandas as pd
 
 from routing_gym.envs import Reward
 from routing_gym.envs.budget_env import BudgetRoutingEnv
-from routing_gym.eval.stats import bootstrap_mean_ci
+from routing_gym.eval.core.stats import bootstrap_mean_ci
 from routing_gym.sources import resolve_tournament
 from routing_gym.tournament import Tournament
 from routing_gym_agents import FitContext, ObservationBatch, make_agent

@@ -1,6 +1,6 @@
 """Routing-collapse study: when does an RL router stop routing?
 
-A thin caller of ``routing-gym collapse`` (``routing_gym/eval/collapse_study.py`` explains the
+A thin caller of ``routing-gym collapse`` (``routing_gym/eval/collapse/study.py`` explains the
 study) that writes under ``experiments/results/collapse/<tournament>/`` unless ``--out`` is given.
 Every option of the command works here, ``--import`` included:
 

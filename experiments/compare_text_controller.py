@@ -83,7 +83,7 @@ def _probe_rows(reports: Path) -> list[dict[str, Any]]:
 
 
 def _route_rows(reports: Path) -> list[dict[str, Any]]:
-    """Each controller's routing choice (``controller_policy``) from its training report."""
+    """Each controller's routing choice (``controller.policy``) from its training report."""
     rows = []
     for summary in sorted(reports.glob("*/seed-*/summary.json")):
         route = json.loads(summary.read_text()).get("route")
@@ -117,7 +117,7 @@ def _mix(mix: dict[str, float]) -> str:
 def machine() -> dict[str, Any]:
     """The CPU the run's time belongs to: its model and whether routing could use bf16 units
     (``eval.dtype="auto"``), which made routing ~5x cheaper where it could."""
-    from routing_gym_agents.controller_model import cpu_has_bf16_matmul
+    from routing_gym_agents.controller.model import cpu_has_bf16_matmul
 
     cpuinfo = Path("/proc/cpuinfo")
     names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.M) if cpuinfo.exists() else []
@@ -126,7 +126,7 @@ def machine() -> dict[str, Any]:
 
 
 def sft_teacher(out: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
-    """The SFT targets' teacher (``controller_teacher``: the benchmark's mean reward plus a ridge on
+    """The SFT targets' teacher (``controller.teacher``: the benchmark's mean reward plus a ridge on
     TF-IDF of the query as the run's prompt shows it) fitted on the training split and read on the
     held-out one, scored with compare's reward (``settings``: results.json's); None when the run's
     SFT used other targets, predates this teacher (its config has no ``sft.target_folds``; its
@@ -134,10 +134,10 @@ def sft_teacher(out: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
     from routing_gym.envs import Reward
     from routing_gym.sources import resolve_tournament
     from routing_gym.tournament.scoring import score_actions
-    from routing_gym_agents.controller_config import ControllerConfig
-    from routing_gym_agents.controller_prompt import ModelLegend
-    from routing_gym_agents.controller_teacher import teacher_rewards
-    from routing_gym_agents.controller_trainer import user_texts
+    from routing_gym_agents.controller.config import ControllerConfig
+    from routing_gym_agents.controller.prompt import ModelLegend
+    from routing_gym_agents.controller.teacher import teacher_rewards
+    from routing_gym_agents.controller.trainer import user_texts
 
     summaries = sorted((out / "reports").glob("*/seed-*/summary.json"))
     if not summaries:
@@ -172,7 +172,7 @@ def _teacher_lines(teacher: dict[str, Any] | None, rows: list[dict[str, Any]]) -
     lines = [
         "## The SFT teacher on held-out queries",
         "",
-        f"SFT imitates `controller_teacher`: every model's reward ({teacher['target_reward']}) predicted as its mean "
+        f"SFT imitates `controller.teacher`: every model's reward ({teacher['target_reward']}) predicted as its mean "
         f"on the query's benchmark plus a ridge regression on TF-IDF features of the query as `{teacher['agent']}`'s "
         f"prompt shows it (benchmark name and first {teacher['max_question_chars']} characters); SFT's targets were "
         "cross-fitted on its rows. Fitted here on the whole training split and read on the held-out queries it never "

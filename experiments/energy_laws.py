@@ -12,7 +12,7 @@
 3. ``verdicts_<tournament>.csv``: ``routing-gym compare`` with the default agents (``--seeds``
    seeds), then every method's verdict (routes / below / indistinguishable; fixed models on or
    below the hull) and routing gain under each law from the same actions
-   (``routing_gym/eval/robustness.py``), and whether it is robust; the hull vertices per law.
+   (``routing_gym/eval/core/robustness.py``), and whether it is robust; the hull vertices per law.
 
 The tables land in ``tables.md``; ``README.md`` (written here too) names the command.
 Energies are DERIVED (ML.ENERGY per-token figures x the logged token counts), never measured.
@@ -27,8 +27,8 @@ from pathlib import Path
 import pandas as pd
 
 from routing_gym.eval.compare import CompareConfig, run_compare
-from routing_gym.eval.robustness import robustness_of_runs
 from routing_gym.eval.compare.statistics import test_plan
+from routing_gym.eval.core.robustness import robustness_of_runs
 from routing_gym.sources import resolve_tournament
 from routing_gym.sources.energy_law import leave_one_out
 from routing_gym.sources.energy_model import measured_runs

@@ -40,12 +40,12 @@ import numpy as np
 import pandas as pd
 
 import routing_gym.envs.reward_variants  # noqa: F401  (registers the variants this script sweeps)
-from routing_gym.envs import get_reward
 from routing_gym.cli.compare import add_executor_arguments, executor_settings
+from routing_gym.envs import get_reward
 from routing_gym.eval.compare import CompareConfig, CompareResult, run_compare
-from routing_gym.eval.executors import init_ray
-from routing_gym.eval.pareto import pareto_front
-from routing_gym.eval.stats import BootstrapPlan
+from routing_gym.eval.core.pareto import pareto_front
+from routing_gym.eval.core.stats import BootstrapPlan
+from routing_gym.ray_cluster import init_ray
 from routing_gym.sources import resolve_tournament
 from routing_gym.tournament import Tournament
 from results_readme import write_index, write_readme  # experiments/results_readme.py

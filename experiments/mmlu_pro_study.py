@@ -116,9 +116,9 @@ def subject_tables(t) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def step_data(args, out: Path) -> Path:
+    from routing_gym.eval.core.summary import describe
     from routing_gym.sources.mmlu_pro import accuracy_table
     from routing_gym.sources.specialization import calibration_statistics
-    from routing_gym.tournament.summary import describe
 
     tournaments = tournament_root(args)
     batched, report, path = build(args.data_dir, tournaments, "batched", args.limit)

@@ -10,7 +10,7 @@ its own defaults but for the budget knobs named below) trains on the training sp
 greedy (GPI) policy's mean reward vector on every held-out query for ``--weights`` equally
 spaced weights, beside the env's exact front (``env.unwrapped.pareto_front()``) and both hulls.
 Hypervolume and expected utility come from MORL-Baselines' own ``performance_indicators``
-(in its venv) and from ``routing_gym.eval.mo_fronts`` (pymoo, here): both are reported.
+(in its venv) and from ``routing_gym.fronts.mo_fronts`` (pymoo, here): both are reported.
 
 Outputs under ``--out`` (default ``experiments/results/morl/``): ``morl.json`` (every point),
 ``table.md``, ``front.png`` and ``README.md`` (this command and what each file holds).
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from clients_check import Client, build_venv, last_error  # noqa: E402  (the same venv recipe)
 
 from routing_gym.envs.mo_env import OBJECTIVES as ALL_OBJECTIVES, UNITS  # noqa: E402
-from routing_gym.eval import mo_fronts  # noqa: E402
+from routing_gym.fronts import mo_fronts  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "morl"
 CLIENT = Client("MORL-Baselines GPI-LS", "morl", ("morl-baselines",))
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
         "# MORL-Baselines on an MO id\n\n"
         f"Written by `{command.strip()}` (`experiments/morl_check.py`; its docstring describes the run).\n\n"
         "- `table.md`: hypervolume and expected utility of GPI-LS's front, the exact front and both hulls, from "
-        "MORL-Baselines' indicators and from `routing_gym.eval.mo_fronts`, with the reference point;\n"
+        "MORL-Baselines' indicators and from `routing_gym.fronts.mo_fronts`, with the reference point;\n"
         "- `front.png`: the fronts in the objective plane (held-out split);\n"
         "- `morl.json`: every point, the weights, the settings and the training time.\n")
     print(f"wrote {args.out}/table.md, front.png, morl.json, README.md (GPI-LS {report['seconds']:.0f} s; "

@@ -3,7 +3,7 @@ estimate a router's held-out value from logged bandit feedback, against the exac
 full tournament gives.
 
 On the held-out split, a logging policy reveals one model's outcome per query
-(``routing_gym.eval.ope``); each estimator then estimates, for several target policies, three
+(``routing_gym.eval.offline.ope``); each estimator then estimates, for several target policies, three
 metrics at once: the reward (``gated_rank``, ``lambda_e`` 0.4, compare's common setting),
 accuracy and mean joules. Repeating the log over ``--seeds`` gives each estimator's bias
 (with a 95 % interval over seeds), standard deviation, RMSE and the coverage of its own
@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from routing_gym.envs import Reward
-from routing_gym.eval.ope import ESTIMATORS, REGRESSORS, epsilon_greedy_logging, ope_trials, summarize_trials, uniform_logging
+from routing_gym.eval.offline.ope import ESTIMATORS, REGRESSORS, epsilon_greedy_logging, ope_trials, summarize_trials, uniform_logging
 from routing_gym.features import fit_featurizer
 from routing_gym.sources import resolve_tournament
 from routing_gym.tournament import Tournament
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.minari:
         import minari
 
-        from routing_gym.eval.offline_dataset import logged_data
+        from routing_gym.eval.offline.dataset import logged_data
 
         offline = logged_data(minari.load_dataset(args.minari))
         if offline.settings["split"] != "test" or offline.settings["tournament_spec"] is None:

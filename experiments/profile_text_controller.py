@@ -74,11 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     from routing_gym.envs import Reward
     from routing_gym.envs.rewards import oracle_targets
     from routing_gym.sources import resolve_tournament
-    from routing_gym_agents.controller_config import ControllerConfig
-    from routing_gym_agents.controller_inference import choice_probabilities, generate_greedy, render_prompts
-    from routing_gym_agents.controller_model import load_model, routing_model
-    from routing_gym_agents.controller_prompt import ModelLegend
-    from routing_gym_agents.controller_trainer import lora_config, sft_records
+    from routing_gym_agents.controller.config import ControllerConfig
+    from routing_gym_agents.controller.inference import choice_probabilities, generate_greedy, render_prompts
+    from routing_gym_agents.controller.model import load_model, routing_model
+    from routing_gym_agents.controller.prompt import ModelLegend
+    from routing_gym_agents.controller.trainer import lora_config, sft_records
 
     t = resolve_tournament(args.tournament)
     train = t.split_rows("train")

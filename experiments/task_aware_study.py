@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from routing_gym.eval.compare import CompareConfig, run_compare, write_outputs
-from routing_gym.eval.frontier import FrontierConfig, run_frontier, write_frontier_outputs
 from routing_gym.eval.compare.report import row_verdict
+from routing_gym.eval.frontier import FrontierConfig, run_frontier
+from routing_gym.eval.frontier.report import write_frontier_outputs
 from results_readme import write_readme  # experiments/results_readme.py
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +92,7 @@ def summarise(names: list[str]) -> None:
     lines = ["# Routing gain and content gain", "",
              "Routing gain: accuracy - fixed-model yardstick at the method's mean joules; content gain: accuracy - "
              "task-aware yardstick (fixed models and per-benchmark routes; both chains chosen on train, evaluated on "
-             "test, starting at the null policy 0 J / 0 %: `routing_gym/eval/yardstick.py`). pp, paired 95 % bootstrap "
+             "test, starting at the null policy 0 J / 0 %: `routing_gym/eval/core/yardstick.py`). pp, paired 95 % bootstrap "
              "intervals over test queries (copies of a question resampled together). Verdicts: family-wise 95 % "
              "(Romano-Wolf step-down over each table's deployable verified rows, both gains); non-deployable rows are "
              "tagged and judged by their marginal interval. Written by `experiments/task_aware_study.py`.", ""]

@@ -1,6 +1,6 @@
 """Committed results: does reading the question help on a benchmark never seen in training?
 
-Part ``benchmarks``: leave-one-benchmark-out (``routing_gym.eval.unseen_benchmarks``) on
+Part ``benchmarks``: leave-one-benchmark-out (``routing_gym.eval.generalisation.unseen_benchmarks``) on
 zeroeval-math (2 benchmarks), specialist-pool (7), mmlu-pro (14 subjects) and llmrouter (14), one
 fold per benchmark, each router trained on every other benchmark's questions and scored on the
 held-out one: its routing gain over the fixed-model chain chosen on train, and the share it
@@ -8,7 +8,7 @@ recovers of the privileged label value (the cross-fitted per-benchmark route of 
 benchmark). Outputs: ``experiments/results/unseen/<tournament>/`` (``unseen.md`` / ``.csv`` /
 ``.json``, each fold's compare ``table.md`` under ``held-out/<benchmark>/``).
 
-Part ``models``: unseen models (UniRoute's protocol, ``routing_gym.eval.unseen_model_gains``) on
+Part ``models``: unseen models (UniRoute's protocol, ``routing_gym.eval.generalisation.unseen_model_gains``) on
 zeroeval-math and llmrouter: a quarter of each pool (4 of 16, 2 of 9 models) drawn with
 ``numpy.random.default_rng(draw)``, three draws, is held out of training and described to the agents that can use
 a description by their outcomes on 0, 50 and 200 training questions; the other agents say they
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from routing_gym.eval.compare import CompareConfig
-from routing_gym.eval.unseen_benchmarks import run_leave_one_benchmark_out, write_unseen_outputs
+from routing_gym.eval.generalisation.unseen_benchmarks import run_leave_one_benchmark_out, write_unseen_outputs
 from results_readme import write_readme  # experiments/results_readme.py
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ def run_models(name: str, seed: int) -> None:
     import pandas as pd
 
     from routing_gym.envs import Reward
-    from routing_gym.eval.unseen_model_gains import unseen_model_gains
+    from routing_gym.eval.generalisation.unseen_model_gains import unseen_model_gains
     from routing_gym.sources import resolve_tournament
 
     t = resolve_tournament(name)
@@ -167,7 +167,7 @@ def write_report() -> None:
     and the README, from the saved ``unseen.json`` / ``timing.json`` / ``models.md``."""
     import pandas as pd
 
-    lines = ["Leave-one-benchmark-out (`routing_gym.eval.unseen_benchmarks`): each fold trains on every other "
+    lines = ["Leave-one-benchmark-out (`routing_gym.eval.generalisation.unseen_benchmarks`): each fold trains on every other "
              "benchmark's questions and is scored on the held-out benchmark's. Routing gain: accuracy - the fixed-model "
              "chain chosen on the fold's training split at the router's mean joules (pp). Label value (privileged "
              "reference): at the same joules, the held-out benchmark's own chain, chosen on its own outcomes and "

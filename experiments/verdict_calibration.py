@@ -6,8 +6,8 @@ about an error rate. This study measures the rates, before -> after, on the same
 - **before**: the yardsticks of the previous release, hulls of *test* points (which fixed models and
   per-benchmark routes form the hull decided by their test values; outside the range the nearest end
   point), verdicts from each row's marginal 95 % interval, rows resampled one by one;
-- **after**: the yardsticks fixed on train (``routing_gym/eval/yardstick.py``), verdict lines by the
-  Romano-Wolf step-down over the deployable rows (``routing_gym/eval/familywise.py``), copies of a
+- **after**: the yardsticks fixed on train (``routing_gym/eval/core/yardstick.py``), verdict lines by the
+  Romano-Wolf step-down over the deployable rows (``routing_gym/eval/core/familywise.py``), copies of a
   question resampled together.
 
 Three parts, each over many fresh tournaments (a new generator seed each; models and benchmarks are
@@ -51,11 +51,11 @@ import numpy as np
 import pandas as pd
 
 from routing_gym.envs import ObservationBatch, Reward
-from routing_gym.eval import familywise
-from routing_gym.eval import hull as H
-from routing_gym.eval.fitting import fit_and_act
-from routing_gym.eval.stats import BootstrapPlan, percentile_interval
-from routing_gym.eval.yardstick import Yardsticks, train_yardsticks
+from routing_gym.eval.core import familywise
+from routing_gym.eval.core.stats import BootstrapPlan, percentile_interval
+from routing_gym.eval.core.yardstick import Yardsticks, train_yardsticks
+from routing_gym.eval.execution.fitting import fit_and_act
+from routing_gym.fronts import hull as H
 from routing_gym.sources.synthetic import generate, preset_config
 from routing_gym.tournament import Tournament
 from results_readme import write_readme  # experiments/results_readme.py

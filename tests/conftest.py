@@ -126,7 +126,7 @@ def ray_local():
     """One local Ray (2 CPUs, no dashboard, no usage stats) for the whole test session.
 
     ``tests/`` goes on the workers' PYTHONPATH so they can import ``cluster_helpers``."""
-    from routing_gym.eval.executors import ray_module
+    from routing_gym.ray_cluster import ray_module
 
     tests_dir = str(Path(__file__).resolve().parent)
     saved = os.environ.get("PYTHONPATH")

@@ -4,7 +4,7 @@ Each cheating agent (``cheating_agents.py``) reads what a deployed router would 
 one door; each is refused (``PrivilegedAccessError``: the row fails) or labelled not deployable by
 the audit, and none is listed in any verdict line. The roads past a same-process audit (a cached
 loader, module state, ``gc``, the shipped and the cached files read with pandas) are caught
-because the audit's run happens in a process of its own (``eval/audit_process.py``). Honest
+because the audit's run happens in a process of its own (``eval/execution/audit_process.py``). Honest
 agents of every family pass the audit with not one action changed.
 """
 
@@ -21,12 +21,12 @@ from conftest import make_tournament
 import cheating_agents
 from routing_gym.envs import ObservationBatch, Reward
 from routing_gym.errors import PrivilegedAccessError
-from routing_gym.eval import audit_process
-from routing_gym.eval.audit import FAILED_LABEL, replaced_holdout
 from routing_gym.eval.compare import CompareConfig, markdown_report, run_compare
-from routing_gym.eval.hull import BEYOND_TASK_LABEL
-from routing_gym.eval.robustness import NO_VERDICT, ROUTES, verdict_robustness
-from routing_gym.eval.stats import BootstrapPlan
+from routing_gym.eval.core.robustness import NO_VERDICT, ROUTES, verdict_robustness
+from routing_gym.eval.core.stats import BootstrapPlan
+from routing_gym.eval.execution import audit_process
+from routing_gym.eval.execution.audit import FAILED_LABEL, replaced_holdout
+from routing_gym.fronts.hull import BEYOND_TASK_LABEL
 from routing_gym.paths import cache_dir, shipped_data_dir
 from routing_gym.sources import aliases_of, resolve_tournament
 from routing_gym.tournament import Tournament
@@ -294,7 +294,8 @@ def test_an_agent_too_costly_to_audit_is_labelled_unverified_never_yes():
 
 
 def test_a_frontier_curve_is_audited_and_a_failed_one_gets_no_verdict():
-    from routing_gym.eval.frontier import FrontierConfig, markdown_report as frontier_report, run_frontier
+    from routing_gym.eval.frontier import FrontierConfig, run_frontier
+    from routing_gym.eval.frontier.report import markdown_report as frontier_report
 
     result = run_frontier(FrontierConfig(tournament=cheating_agents.BY_NAME, agents=["cheat-frontier", "per-benchmark"],
                                          n_bootstrap=100, progress=False))

@@ -11,8 +11,8 @@ from gymnasium.utils.env_checker import check_env
 from routing_gym.envs import Reward
 from routing_gym.envs import CHANGING_POOL_ID
 from routing_gym.envs.changing_pool_env import ChangingPoolEnv, PoolEvent
-from routing_gym.eval.pool_change import pool_change_regret
 from routing_gym.errors import InvalidActionError, RoutingGymError
+from routing_gym.eval.generalisation.pool_change import pool_change_regret
 
 EVENTS = [(3, "add", "m3"), (6, "remove", "m0")]
 

@@ -18,7 +18,7 @@ from routing_gym.eval.collapse import (
     sb3_callback,
     track_actions,
 )
-from routing_gym.eval.metrics import selection_entropy, selection_frequencies
+from routing_gym.eval.core.metrics import selection_entropy, selection_frequencies
 from routing_gym_agents import FitContext, ObservationBatch, make_agent
 
 DOMINANT = 1  # the model the forced-collapse reward favours

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from routing_gym.eval.yardstick import MORE_ACCURATE_THAN_CHAIN, NULL_POLICY, Yardstick
+from routing_gym.eval.core.yardstick import MORE_ACCURATE_THAN_CHAIN, NULL_POLICY, Yardstick
 
 from routing_gym.cli import main
 from routing_gym.eval.compare import FIXED_PREFIX, CompareConfig, markdown_report, run_compare, write_outputs
@@ -394,7 +394,7 @@ def test_plots_do_not_import_compare():
     import subprocess
     import sys
 
-    code = ("import sys, routing_gym.eval.plots; "
+    code = ("import sys, routing_gym.eval.core.plots; "
             "assert not [m for m in sys.modules if m.startswith('routing_gym.eval.compare')], sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 

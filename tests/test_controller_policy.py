@@ -1,4 +1,4 @@
-"""The text controller's routing policy (``controller_policy``): the controller's choice
+"""The text controller's routing policy (``controller.policy``): the controller's choice
 probabilities nested in the benchmark label, alpha and decoding chosen on validation. No model:
 probabilities are made up here."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from routing_gym_agents.controller_policy import RoutePolicy, choose_policy, fit_overhead, refit_label
-from routing_gym_agents.controller_prompt import INVALID
+from routing_gym_agents.controller.policy import RoutePolicy, choose_policy, fit_overhead, refit_label
+from routing_gym_agents.controller.prompt import INVALID
 
 # Two benchmarks, three models. Benchmark 0: models 0 and 1 tie on the label (1 is cheaper);
 # benchmark 1: model 2 is best.

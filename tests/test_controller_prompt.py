@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from routing_gym.envs import Reward, oracle_targets
-from routing_gym_agents.controller_config import ControllerConfig
-from routing_gym_agents.controller_prompt import (
+from routing_gym_agents.controller.config import ControllerConfig
+from routing_gym_agents.controller.prompt import (
     INVALID,
     ModelLegend,
     PromptBuilder,
@@ -210,7 +210,7 @@ def test_sampled_targets_follow_the_boltzmann_distribution_of_the_reward(toy):
     with pytest.raises(ValueError, match="sft.targets"):
         ControllerConfig.from_kwargs(sft_targets="boltzmann")
     assert ControllerConfig().sft.targets == "predicted"
-    from routing_gym_agents.controller_config import PRESETS
+    from routing_gym_agents.controller.config import PRESETS
 
     assert PRESETS["paper"]["sft_targets"] == "oracle"  # the paper's own targets at its scale
 
@@ -266,7 +266,7 @@ def test_prompt_names_the_benchmark_first_and_requires_it():
 
 
 def test_sft_and_grpo_share_one_reward_and_the_paper_preset_keeps_its_meaning():
-    from routing_gym_agents.controller_config import PRESETS
+    from routing_gym_agents.controller.config import PRESETS
 
     c = ControllerConfig()
     assert c.sft.energy_coef is None  # None: GRPO's reward (the context's, compare's)
@@ -288,7 +288,7 @@ def test_sft_and_grpo_share_one_reward_and_the_paper_preset_keeps_its_meaning():
 
 
 def test_cross_fitted_label_aware_teacher_reads_questions_it_did_not_see():
-    from routing_gym_agents.controller_teacher import cross_fitted_targets, teacher_rewards
+    from routing_gym_agents.controller.teacher import cross_fitted_targets, teacher_rewards
 
     # Two benchmarks; within each, the word "hard" decides the best model. Model 2 is best on
     # every question of benchmark 1 (the label alone says so).

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from routing_gym.errors import RoutingGymError
-from routing_gym.eval.robustness import energy_under_laws
+from routing_gym.eval.core.robustness import energy_under_laws
 from routing_gym.sources.energy_law import fit_decode_law, leave_one_out, serving_gpus
 from routing_gym.sources.energy_model import (
     ModelSpec,

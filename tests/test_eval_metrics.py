@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from routing_gym.envs import RoutingEnv
-from routing_gym.eval.metrics import policy_metrics, selection_entropy, selection_frequencies
+from routing_gym.eval.core.metrics import policy_metrics, selection_entropy, selection_frequencies
 
 
 @pytest.fixture

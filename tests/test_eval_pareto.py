@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from routing_gym.eval.pareto import hypervolume, pareto_front, weakly_dominates
+from routing_gym.eval.core.pareto import hypervolume, pareto_front, weakly_dominates
 
 
 def test_front_on_hand_case():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from routing_gym.eval import stats
-from routing_gym.eval.stats import BootstrapPlan, bootstrap_mean_ci, paired_dominance_test, seed_spread
+from routing_gym.eval.core import stats
+from routing_gym.eval.core.stats import BootstrapPlan, bootstrap_mean_ci, paired_dominance_test, seed_spread
 
 
 def test_bootstrap_interval_covers_the_truth_at_the_nominal_rate():

@@ -21,7 +21,7 @@ import pytest
 import cluster_helpers
 from conftest import make_tournament
 from routing_gym.eval.compare import CompareConfig, run_compare, write_outputs
-from routing_gym.eval.executors import Lost, Task, run_tasks
+from routing_gym.eval.execution.executors import Lost, Task, run_tasks
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -50,7 +50,7 @@ def test_unguarded_script_runs_in_process_with_a_warning(tmp_path):
     script.write_text(textwrap.dedent("""
         import os
         import cluster_helpers
-        from routing_gym.eval.executors import Task, run_tasks
+        from routing_gym.eval.execution.executors import Task, run_tasks
 
         out = list(run_tasks(cluster_helpers.echo_task, {"g": 0}, [Task("a", "g", (1,)), Task("b", "g", (2,))], "process"))
         print("PIDS", sorted({v[2] for _, v in out}) == [os.getpid()], sorted(v[1] for _, v in out))
@@ -75,7 +75,7 @@ def test_ray_retries_a_cell_that_kills_its_own_worker_once(ray_local, tmp_path):
     assert not result.failures
     assert result.row("test-die-once")["seeds_ok"] == 2
     # each seed's cell died once (its worker os._exit-ed) and succeeded on the retry, whose audit
-    # (a second fit, eval/audit.py) claimed the third marker
+    # (a second fit, eval/execution/audit.py) claimed the third marker
     assert sorted(p.name for p in markers.iterdir()) == ["seed0.1", "seed0.2", "seed0.3", "seed1.1", "seed1.2", "seed1.3"]
     assert sorted(p.name for p in (tmp_path / "out" / "cells").glob("*.json")) == [
         "random-0.json", "random-1.json", "test-die-once-0.json", "test-die-once-1.json"]
@@ -147,7 +147,7 @@ def test_local_and_ray_give_identical_tables_on_paper_pool(ray_local, tmp_path, 
 
 def test_text_controller_cells_ask_for_a_gpu_and_fall_back_to_a_cpu_on_a_gpu_less_cluster():
     from routing_gym.eval.compare import agent_resources
-    from routing_gym.eval.executors import _ray_options
+    from routing_gym.eval.execution.executors import _ray_options
 
     assert [agent_resources(a) for a in ("sft", "grpo", "kl-grpo")] == [{"num_gpus": 1.0}] * 3
     assert agent_resources("ppo") == agent_resources("knn") == {"num_cpus": 1.0}

@@ -13,10 +13,11 @@ import pandas as pd
 import pytest
 from conftest import make_tournament, text_skill_tournament, two_skill_tournament
 
-from routing_gym.eval import hull as H
-from routing_gym.eval.frontier import CostKnob, FrontierConfig, carve_validation, run_frontier, write_frontier_outputs
-from routing_gym.eval.yardstick import NULL_POLICY, Yardstick
 from routing_gym.errors import RoutingGymError
+from routing_gym.eval.core.yardstick import NULL_POLICY, Yardstick
+from routing_gym.eval.frontier import CostKnob, FrontierConfig, carve_validation, run_frontier
+from routing_gym.eval.frontier.report import write_frontier_outputs
+from routing_gym.fronts import hull as H
 from routing_gym.tournament import Tournament
 from routing_gym_agents import Agent, ObservationBatch, register_agent
 
@@ -205,7 +206,7 @@ def test_cli_writes_the_curve_and_refuses_an_agent_without_a_knob(tmp_path):
 
 
 def test_every_chosen_point_and_fixed_model_is_judged_under_each_recorded_energy_law(tmp_path):
-    from routing_gym.eval.robustness import energy_under_laws
+    from routing_gym.eval.core.robustness import energy_under_laws
 
     t = two_skill_tournament()
     k = t.n_models

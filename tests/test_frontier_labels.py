@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from routing_gym.eval.frontier import _boxes_overlap, label_knob_values  # noqa: E402
+from routing_gym.eval.frontier.report import _boxes_overlap, label_knob_values  # noqa: E402
 
 
 def test_crowded_knob_labels_do_not_overlap():

@@ -15,12 +15,12 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from routing_gym.errors import UsageError
-from routing_gym.eval import routability
+from routing_gym.eval.headroom import routability
 from routing_gym.eval.headroom import (
     RUNGS, HeadroomConfig, Rung, Scorer, leak_free_ceiling, match_budget, privileged_ladder, run_headroom, shared_difficulty_p,
     train_curve,
 )
-from routing_gym.eval.headroom_report import write_headroom_outputs
+from routing_gym.eval.headroom.report import write_headroom_outputs
 from routing_gym.sources.synthetic import generate, preset_config
 
 from conftest import make_tournament

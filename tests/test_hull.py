@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from routing_gym.eval import hull as H
-from routing_gym.eval.stats import BootstrapPlan
+from routing_gym.eval.core.stats import BootstrapPlan
+from routing_gym.fronts import hull as H
 
 # (joules, accuracy): a cheap model, a vertex, an interior point, a dominated one, a point on
 # an edge, a tie in joules with a vertex, and the most accurate model.

@@ -17,7 +17,7 @@ import pytest
 
 from routing_gym.cli import main
 from routing_gym.errors import RoutingGymError
-from routing_gym.eval.robustness import energy_under_laws
+from routing_gym.eval.core.robustness import energy_under_laws
 from routing_gym.sources.energy_model import match_measurement, measured_model_ids
 from routing_gym.sources.longtable import config_model_spec, export_long_table, parse_model_spec
 from routing_gym.tournament import Tournament

@@ -12,8 +12,8 @@ import pytest
 
 from conftest import make_tournament
 from routing_gym.envs import DEFAULT_COEFFICIENTS, Reward
-from routing_gym.eval.offline_dataset import OPE_METRICS, export_minari, logged_data, logging_probabilities
-from routing_gym.eval.ope import ope_trials, simulate_log
+from routing_gym.eval.offline.dataset import OPE_METRICS, export_minari, logged_data, logging_probabilities
+from routing_gym.eval.offline.ope import ope_trials, simulate_log
 from routing_gym.tournament import save_tournament
 
 REWARD = Reward("gated_rank", dict(DEFAULT_COEFFICIENTS))

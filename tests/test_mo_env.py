@@ -15,7 +15,7 @@ from gymnasium.utils.env_checker import check_env, data_equivalence
 
 from conftest import make_tournament
 from routing_gym.envs import REPLAY_ID, mo_id, mo_ids, objective_values
-from routing_gym.eval import mo_fronts
+from routing_gym.fronts import mo_fronts
 from routing_gym.tournament import Tournament
 
 SMALL = {"n_queries": 120}  # procedural ids: a small generated tournament
@@ -166,7 +166,7 @@ def test_weighted_front_points_are_optimal_for_their_weights():
 
 
 def test_indicators_are_pymoo_and_agree_with_the_repository_hypervolume():
-    from routing_gym.eval.pareto import hypervolume as area
+    from routing_gym.eval.core.pareto import hypervolume as area
 
     acc, joules, j_ref = np.array([0.4, 0.6, 0.8]), np.array([50.0, 120.0, 400.0]), 440.0
     points = np.stack([acc, -joules / j_ref], axis=1)

@@ -10,8 +10,8 @@ from gymnasium.utils.env_checker import check_env
 from routing_gym.envs import Reward
 from routing_gym.envs import MULTITURN_ID
 from routing_gym.envs.multiturn_env import JUDGED_CORRECT, JUDGED_WRONG, NO_ANSWER, MultiTurnRoutingEnv
-from routing_gym.eval.rollout import rollout
 from routing_gym.errors import InvalidActionError, RoutingGymError
+from routing_gym.eval.execution.rollout import rollout
 from routing_gym_agents import FitContext, ObservationBatch, make_agent
 from routing_gym_agents.cascade import CascadeAgent  # registers the cascades (until the registry lists them)
 

@@ -12,7 +12,7 @@ from conftest import make_tournament, text_skill_tournament, two_skill_tournamen
 from scipy.optimize import check_grad
 
 from routing_gym.envs import Reward
-from routing_gym.eval.hull import benchmark_means
+from routing_gym.fronts.hull import benchmark_means
 from routing_gym_agents import CorrectnessPredictor, EnergyPredictor, FitContext, ObservationBatch, make_agent
 from routing_gym_agents.irt import irt_loss
 from routing_gym_agents.mf import pairwise_loss, preference_pairs

@@ -16,7 +16,7 @@ import pytest
 from routing_gym.cli import main
 from routing_gym.envs.rewards import REWARDS
 from routing_gym.eval.compare.cells import DEFAULT_AGENTS
-from routing_gym.eval.plots import _agent_styles
+from routing_gym.eval.core.plots import _agent_styles
 from routing_gym.sources.synthetic import preset_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,7 +105,7 @@ def test_collapse_says_on_stderr_which_named_reward_it_leaves_out(tmp_path, caps
 
 def test_a_reward_with_lambda_e_is_swept_and_an_unknown_name_raises():
     from routing_gym.errors import UnknownNameError
-    from routing_gym.eval.collapse_study import left_out_note
+    from routing_gym.eval.collapse.study import left_out_note
 
     assert left_out_note("gated_rank") is None
     with pytest.raises(UnknownNameError):

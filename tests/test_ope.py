@@ -8,7 +8,7 @@ from conftest import make_tournament
 from sklearn.linear_model import LinearRegression
 
 from routing_gym.envs import Reward
-from routing_gym.eval.ope import (
+from routing_gym.eval.offline.ope import (
     LoggedData,
     as_probabilities,
     epsilon_greedy_logging,

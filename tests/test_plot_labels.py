@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from routing_gym.eval.plots import _label_fixed_models, _pyplot
+from routing_gym.eval.core.plots import _label_fixed_models, _pyplot
 
 
 def test_labels_stay_at_their_markers_and_off_every_other_marker():
@@ -40,7 +40,7 @@ def test_labels_stay_at_their_markers_and_off_every_other_marker():
 
 
 def test_twenty_models_get_twenty_distinguishable_fills():
-    from routing_gym.eval.plots import model_styles
+    from routing_gym.eval.core.plots import model_styles
 
     styles = model_styles(20)
     fills = [(tuple(s["color"]), s["hatch"]) for s in styles]

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from routing_gym.eval.robustness import (
+from routing_gym.eval.core.robustness import (
     BELOW,
     INDISTINGUISHABLE,
     ON_HULL,
@@ -16,7 +16,7 @@ from routing_gym.eval.robustness import (
     energy_under_laws,
     verdict_robustness,
 )
-from routing_gym.eval.stats import BootstrapPlan
+from routing_gym.eval.core.stats import BootstrapPlan
 
 from conftest import make_tournament
 

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import make_tournament
 from routing_gym.cli import main
-from routing_gym.eval.sweep import SweepConfigError, load_sweep_config
+from routing_gym.eval.compare.sweep import SweepConfigError, load_sweep_config
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent

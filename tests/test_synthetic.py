@@ -11,10 +11,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from routing_gym.cli import main
+from routing_gym.envs.registration import PRESET_IDS, PROCEDURAL_ID
 from routing_gym.errors import UnknownNameError
 from routing_gym.paths import shipped_data_dir
 from routing_gym.sources import list_tournaments, resolve_tournament
-from routing_gym.envs.registration import PRESET_IDS, PROCEDURAL_ID
 from routing_gym.sources.synthetic import (
     PRESETS,
     ProceduralConfig,
@@ -23,9 +23,9 @@ from routing_gym.sources.synthetic import (
     generate,
     preset_config,
 )
+from routing_gym.eval.core.summary import oracle_rows
 from routing_gym.tournament import Tournament
 from routing_gym.tournament.schema import METRIC_ARRAYS
-from routing_gym.tournament.summary import oracle_rows
 
 
 def assert_same_tournament(a: Tournament, b: Tournament) -> None:

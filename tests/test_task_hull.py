@@ -8,8 +8,8 @@ from conftest import text_skill_tournament, two_skill_tournament
 from test_bandits import COEF
 
 from routing_gym.envs import Reward
-from routing_gym.eval import hull as H
-from routing_gym.eval.stats import BootstrapPlan
+from routing_gym.eval.core.stats import BootstrapPlan
+from routing_gym.fronts import hull as H
 from routing_gym_agents import FitContext, ObservationBatch, make_agent
 
 # Two benchmarks of 10 queries each; per benchmark (accuracy, joules) of three models:

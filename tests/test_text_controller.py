@@ -24,16 +24,16 @@ from routing_gym.envs import Reward  # noqa: E402
 from routing_gym.sources import resolve_tournament  # noqa: E402
 from routing_gym.tournament import Outcomes  # noqa: E402
 from routing_gym_agents import FitContext, ObservationBatch, list_agents, make_agent  # noqa: E402
-from routing_gym_agents.controller_prompt import INVALID, parse_choices  # noqa: E402
-from routing_gym_agents.controller_config import ControllerConfig  # noqa: E402
-from routing_gym_agents.controller_trainer import (  # noqa: E402
+from routing_gym_agents.controller.config import ControllerConfig  # noqa: E402
+from routing_gym_agents.controller.prompt import INVALID, parse_choices  # noqa: E402
+from routing_gym_agents.controller.trainer import (  # noqa: E402
     RoutingReward,
     checkpointed_layers,
     lm_head_labelled_only,
     lm_head_token_chunk,
     lora_config,
 )
-from routing_gym_agents.text_controller import KL_GRPO_BETA, TextControllerAgent  # noqa: E402
+from routing_gym_agents.controller.agent import KL_GRPO_BETA, TextControllerAgent  # noqa: E402
 
 MODELS = ["qwen2.5-0.5b", "qwen2.5-3b", "qwen2.5-7b", "deepseek-r1-distill-32b"]
 # Tiny budgets: LoRA on the top layers with a high learning rate learns the format in ~10 steps.
@@ -121,7 +121,7 @@ def test_agents_are_registered_and_import_light():
     with pytest.raises(RuntimeError, match="fit"):
         sft.act_batch(ObservationBatch(np.array(["q"], dtype=object), np.array([0])))
     code = (
-        "import sys, routing_gym_agents.text_controller; "
+        "import sys, routing_gym_agents.controller.agent; "
         "print(sorted({'torch', 'trl', 'transformers'} & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -129,7 +129,7 @@ def test_agents_are_registered_and_import_light():
 
 
 def test_only_groups_with_reward_spread_reach_the_loss():
-    from routing_gym_agents.controller_trainer import keep_spread_groups
+    from routing_gym_agents.controller.trainer import keep_spread_groups
 
     # 4 groups of 2 completions; groups 0 and 2 have no spread.
     advantages = torch.tensor([0.0, 0.0, 0.5, -0.5, 0.0, 0.0, -1.0, 1.0])
@@ -146,7 +146,7 @@ def test_only_groups_with_reward_spread_reach_the_loss():
 
 
 def test_kl_coefficient_in_units_of_the_reward_range():
-    from routing_gym_agents.controller_trainer import kl_coefficient
+    from routing_gym_agents.controller.trainer import kl_coefficient
 
     rewards = np.array([[0.0, 2.0, 1.0], [1.0, 1.0, 3.0]])  # ranges 2 and 2
     config = ControllerConfig.from_kwargs(grpo_beta=0.25)
@@ -328,7 +328,7 @@ def test_sft_choice_format_parses_on_held_out_queries(sft_choice, held_out):
 
 
 def test_choice_actions_are_the_greedy_letter_or_invalid():
-    from routing_gym_agents.controller_inference import choice_actions
+    from routing_gym_agents.controller.inference import choice_actions
 
     probs = np.array([[0.1, 0.7, 0.1], [0.3, 0.1, 0.2], [0.2, 0.2, 0.05]])
     # Row 3: "Choice:" has probability 0.45 <= 1/2, so greedy decoding need not write it.
@@ -365,7 +365,7 @@ def test_sft_rationale_format_parses_on_held_out_queries(ctx, held_out):
 
 
 def test_shared_prefix_cache_matches_uncached_decoding(sft_choice, held_out):
-    from routing_gym_agents.controller_inference import choice_probabilities, generate_greedy
+    from routing_gym_agents.controller.inference import choice_probabilities, generate_greedy
 
     agent, _ = sft_choice
     batch = held_out.select(slice(0, 6))
@@ -382,7 +382,7 @@ def test_shared_prefix_cache_matches_uncached_decoding(sft_choice, held_out):
     ]
     np.testing.assert_allclose(probs[0], probs[1], rtol=1e-3, atol=1e-6)
     # Both equal the probabilities of one unpadded, uncached forward pass per prompt.
-    from routing_gym_agents.controller_inference import choice_letter_ids, prompt_ids
+    from routing_gym_agents.controller.inference import choice_letter_ids, prompt_ids
 
     choice, letters = choice_letter_ids(agent.tokenizer_, agent.builder_)
     for row, ids in enumerate(prompt_ids(agent.tokenizer_, prompts, agent.chat_)):
@@ -396,8 +396,8 @@ def test_shared_prefix_cache_matches_uncached_decoding(sft_choice, held_out):
 
 
 def test_bf16_routing_copy_keeps_the_choice_probabilities(sft_choice, held_out):
-    from routing_gym_agents.controller_inference import choice_probabilities
-    from routing_gym_agents.controller_model import routing_model
+    from routing_gym_agents.controller.inference import choice_probabilities
+    from routing_gym_agents.controller.model import routing_model
 
     agent, _ = sft_choice
     assert routing_model(agent.model_, "float32") is agent.model_
@@ -469,7 +469,7 @@ def test_kl_grpo_reference_is_the_sft_model(ctx, sft_checkpoint):
 
 
 def test_controllers_of_one_seed_share_one_sft_run(ctx, pool):
-    from routing_gym_agents import controller_sft_memo
+    from routing_gym_agents.controller import sft_memo as controller_sft_memo
 
     budget = dict(**FAST, sft_max_steps=4, sft_max_train_queries=8, sft_targets="sampled",
                   grpo_max_steps=1, grpo_prompts_per_step=1, grpo_max_train_queries=2, grpo_probe_queries=2)

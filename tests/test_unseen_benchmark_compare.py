@@ -7,9 +7,9 @@ import pytest
 from conftest import make_tournament
 
 from routing_gym.eval.compare import CompareConfig, run_compare
-from routing_gym.eval.compare.cells import CellSettings, cell_fingerprint
 from routing_gym.eval.compare import CompareJob
-from routing_gym.eval.unseen_benchmarks import (CROSS_FIT_FOLDS, cross_fit_folds, fold_dir, label_chains, lobo_folds,
+from routing_gym.eval.compare.cells import CellSettings, cell_fingerprint
+from routing_gym.eval.generalisation.unseen_benchmarks import (CROSS_FIT_FOLDS, cross_fit_folds, fold_dir, label_chains, lobo_folds,
                                                 run_leave_one_benchmark_out, unseen_markdown, write_unseen_outputs)
 from routing_gym.envs import Reward
 
@@ -130,7 +130,7 @@ def test_lobo_same_table_on_the_process_executor(lobo, tmp_path):
 
 def test_frontier_folds_are_written_and_a_rerun_skips_them(tmp_path):
     from routing_gym.eval.frontier import FrontierConfig
-    from routing_gym.eval.unseen_benchmarks import FOLD_KEY, run_frontier_leave_one_benchmark_out
+    from routing_gym.eval.generalisation.unseen_benchmarks import FOLD_KEY, run_frontier_leave_one_benchmark_out
 
     config = FrontierConfig(tournament=make_tournament(n=240, seed=3), agents=["per-benchmark"], audit=False,
                             n_bootstrap=50, progress=False)

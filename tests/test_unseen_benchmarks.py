@@ -13,7 +13,7 @@ from conftest import make_tournament
 from test_baselines import with_outputs
 
 from routing_gym.envs import ObservationBatch, Reward
-from routing_gym.eval.hull import best_per_benchmark
+from routing_gym.fronts.hull import best_per_benchmark
 from routing_gym.tournament import Tournament
 from routing_gym_agents import FitContext, make_agent
 from routing_gym_agents import registry
@@ -130,7 +130,7 @@ def test_the_text_controller_routes_an_unseen_benchmark(name, tournament):
     """A 4-step SFT run (grpo and kl-grpo share its prompt and routing). The prompt holds the text
     alone; a completion it cannot parse is the invalid action, as on any question."""
     pytest.importorskip("trl")
-    from routing_gym_agents.controller_prompt import INVALID
+    from routing_gym_agents.controller.prompt import INVALID
 
     agent, _ = fitted(name, tournament, prompt_max_question_chars=80, sft_batch_size=2, sft_learning_rate=2e-3,
                       eval_batch_size=10, sft_max_steps=4, sft_max_train_queries=8, sft_targets="oracle")

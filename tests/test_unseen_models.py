@@ -11,7 +11,7 @@ from conftest import make_tournament
 
 from routing_gym.envs import ObservationBatch, Reward, RoutingEnv
 from routing_gym.errors import EmptySplitError, UnknownNameError, UnseenModelsError, UsageError
-from routing_gym.eval.unseen_models import hold_out_models
+from routing_gym.eval.generalisation.unseen_models import hold_out_models
 from routing_gym.tournament import Tournament
 from routing_gym_agents import FitContext, make_agent
 from routing_gym_agents import registry
@@ -125,7 +125,7 @@ def test_a_new_models_text_part_is_fitted_on_its_calibration_questions():
 
 
 def test_unseen_model_gains_rows_for_every_size_and_cannot_for_the_others():
-    from routing_gym.eval.unseen_model_gains import unseen_model_gains
+    from routing_gym.eval.generalisation.unseen_model_gains import unseen_model_gains
 
     t = with_star_and_dud()
     rows = unseen_model_gains(t, ["uniroute", "per-benchmark"], ["m3", "m4"], [0, 40], Reward(), n_bootstrap=200)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from routing_gym.eval import familywise
-from routing_gym.eval.stats import BootstrapPlan
-from routing_gym.eval.yardstick import NULL_POLICY, Yardstick, train_yardsticks
+from routing_gym.eval.core import familywise
+from routing_gym.eval.core.stats import BootstrapPlan
+from routing_gym.eval.core.yardstick import NULL_POLICY, Yardstick, train_yardsticks
 
 
 def test_the_chain_is_chosen_on_train_and_starts_at_the_null_policy():

@@ -9,7 +9,7 @@ from routing_gym.cli import json_object, positive_int
 
 
 def add_commands(cli) -> None:
-    from routing_gym.eval.collapse_study import GATE_FRACTIONS
+    from routing_gym.eval.collapse.study import GATE_FRACTIONS
 
     default_fractions = " ".join(f"{f:.3g}" for f in GATE_FRACTIONS)
     p = cli.top.add_parser(
@@ -21,7 +21,7 @@ def add_commands(cli) -> None:
         "track its decisions: online training decisions for bandit-feedback agents, held-out routes for agents that "
         "learn from the full table. Writes table.md (one row per setting, with how to read it), results.csv, "
         "summary.png, curves.png (entropy, top-1 share, cumulative regret), shares_<reward>.png and runs/*.csv to --out. "
-        "routing_gym/eval/collapse_study.py explains the study.",
+        "routing_gym/eval/collapse/study.py explains the study.",
     )
     p.add_argument("--agent", default="ppo", help="registered agent name (default: %(default)s)")
     p.add_argument("--agent-kwargs", default="{}", help="constructor kwargs as JSON, e.g. '{\"alpha\": 0.5}'")
@@ -45,7 +45,7 @@ def add_commands(cli) -> None:
 
 def cmd_collapse(args: argparse.Namespace) -> int:
     from routing_gym.cli import USER_IMPORTS
-    from routing_gym.eval.collapse_study import CollapseConfig, left_out_note, run_collapse_study, write_study
+    from routing_gym.eval.collapse.study import CollapseConfig, left_out_note, run_collapse_study, write_study
 
     config = CollapseConfig(
         tournament=args.tournament, agent=args.agent, agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"),

@@ -11,7 +11,7 @@ from routing_gym.cli import json_object
 
 def add_commands(cli) -> None:
     from routing_gym.eval.compare.cells import DEFAULT_AGENTS, DEFAULT_OUTPUT_INFORMED
-    from routing_gym.tournament.summary import SUMMARY_LAMBDA_E
+    from routing_gym.eval.core.summary import SUMMARY_LAMBDA_E
 
     p = cli.top.add_parser(
         "compare",
@@ -63,7 +63,7 @@ def add_commands(cli) -> None:
 def add_executor_arguments(p: argparse.ArgumentParser) -> None:
     """--executor, --workers, --ray-address, --max-retries (compare and sweep); the global
     ``--import MODULE`` modules are passed on to every worker."""
-    from routing_gym.eval.executors import DEFAULT_MAX_RETRIES, EXECUTORS
+    from routing_gym.eval.execution.executors import DEFAULT_MAX_RETRIES, EXECUTORS
 
     p.add_argument("--executor", default=None, choices=EXECUTORS,
                    help="where agent x seed cells run: local (one after another), process (a process pool here), "
@@ -128,7 +128,7 @@ def _run(args: argparse.Namespace) -> int:
         allow_ungated=args.allow_ungated, n_bootstrap=args.bootstrap, audit=not args.no_audit, **executor_settings(args),
     )
     if args.leave_one_benchmark_out is not None:
-        from routing_gym.eval.unseen_benchmarks import run_leave_one_benchmark_out, write_unseen_outputs
+        from routing_gym.eval.generalisation.unseen_benchmarks import run_leave_one_benchmark_out, write_unseen_outputs
 
         result = run_leave_one_benchmark_out(config, held_out_benchmarks(args.leave_one_benchmark_out), args.out)
         paths = write_unseen_outputs(result, args.out, plots=not args.no_plots)

@@ -42,8 +42,8 @@ def add_commands(cli) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from routing_gym.eval.core.summary import describe, side_by_side, summary_table
     from routing_gym.sources import resolve_tournament
-    from routing_gym.tournament.summary import describe, side_by_side, summary_table
 
     tournaments = [resolve_tournament(spec) for spec in args.tournaments]
     if args.json:
@@ -96,7 +96,7 @@ def cmd_split(args: argparse.Namespace) -> int:
         card = replace(tournament.card, name=name, notes=[*tournament.card.notes, f"split copy of {source.card.name}"])
         tournament = replace(tournament, card=card, source=name)
     tournament.save(args.out, format=args.format)
-    from routing_gym.tournament.summary import duplicates_line
+    from routing_gym.eval.core.summary import duplicates_line
 
     print(f"wrote {args.out}: {tournament.n_queries} questions x {tournament.n_models} models, {describe_splits(tournament)}")
     print(duplicates_line(tournament))
@@ -183,7 +183,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def add_minari_arguments(exp) -> None:
-    """``data export --format minari``: a logged split as a Minari dataset (``eval/offline_dataset.py``)."""
+    """``data export --format minari``: a logged split as a Minari dataset (``eval/offline/dataset.py``)."""
     exp.add_argument("--format", default="table", choices=("table", "minari"),
                      help="table: a long table; minari: one-step episodes logged by --policy (the `offline` extra)")
     exp.add_argument("--policy", default="uniform", metavar="AGENT|uniform",
@@ -198,7 +198,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from routing_gym.sources import resolve_tournament
 
     if args.format == "minari":
-        from routing_gym.eval.offline_dataset import export_minari
+        from routing_gym.eval.offline.dataset import export_minari
 
         dataset = export_minari(args.tournament, args.out, args.policy, args.split, args.seed, args.epsilon,
                                 observation=args.observation)

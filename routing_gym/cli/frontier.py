@@ -8,8 +8,8 @@ from routing_gym.cli import json_object
 
 
 def add_commands(cli) -> None:
+    from routing_gym.eval.core.summary import SUMMARY_LAMBDA_E
     from routing_gym.eval.frontier import DEFAULT_FRONTIER_AGENTS
-    from routing_gym.tournament.summary import SUMMARY_LAMBDA_E
 
     p = cli.top.add_parser(
         "frontier",
@@ -52,7 +52,8 @@ def add_commands(cli) -> None:
 
 
 def cmd_frontier(args: argparse.Namespace) -> int:
-    from routing_gym.eval.frontier import FrontierConfig, run_frontier, write_frontier_outputs
+    from routing_gym.eval.frontier import FrontierConfig, run_frontier
+    from routing_gym.eval.frontier.report import write_frontier_outputs
 
     config = FrontierConfig(
         tournament=args.tournament, agents=[a.strip() for a in args.agents.split(",") if a.strip()],
@@ -63,7 +64,7 @@ def cmd_frontier(args: argparse.Namespace) -> int:
     )
     if args.leave_one_benchmark_out is not None:
         from routing_gym.cli.compare import held_out_benchmarks
-        from routing_gym.eval.unseen_benchmarks import run_frontier_leave_one_benchmark_out
+        from routing_gym.eval.generalisation.unseen_benchmarks import run_frontier_leave_one_benchmark_out
 
         tables = run_frontier_leave_one_benchmark_out(config, held_out_benchmarks(args.leave_one_benchmark_out), args.out,
                                                       plots=not args.no_plots)

@@ -43,7 +43,7 @@ def add_commands(cli) -> None:
 
 def cmd_headroom(args: argparse.Namespace) -> int:
     from routing_gym.eval.headroom import HeadroomConfig, run_headroom
-    from routing_gym.eval.headroom_report import write_headroom_outputs
+    from routing_gym.eval.headroom.report import write_headroom_outputs
 
     routers = None if args.routers is None else [r.strip() for r in args.routers.split(",") if r.strip()]
     config = HeadroomConfig(tournament=args.tournament, routers=routers,

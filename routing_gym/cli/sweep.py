@@ -29,7 +29,7 @@ def add_commands(cli) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from routing_gym.cli.compare import executor_settings
-    from routing_gym.eval.sweep import load_sweep_config, run_sweep
+    from routing_gym.eval.compare.sweep import load_sweep_config, run_sweep
 
     with warnings.catch_warnings():
         warnings.simplefilter("default")

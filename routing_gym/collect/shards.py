@@ -157,7 +157,7 @@ def run_collection_ray(
     ``backend_factory`` (``"module:function"``, importable on every node) replaces the
     backends the config would make. Raises :class:`CollectError` when the run must stop."""
     from routing_gym.collect.questions import resolve_graders
-    from routing_gym.eval.executors import init_ray, ray_module
+    from routing_gym.ray_cluster import init_ray, ray_module
 
     out_dir = Path(out_dir)
     say = log or (lambda msg: print(f"routing-gym: {msg}", file=sys.stderr))

@@ -87,21 +87,21 @@ class MultiObjective:
         per-query best route; mixes of neighbours fill the edges). With more, the per-query best
         route of each weight in ``weights`` (default a simplex grid), non-dominated ones kept:
         each point is exactly optimal for its weight, the set is a subset of the vertices."""
-        from routing_gym.eval import mo_fronts
+        from routing_gym.fronts import mo_fronts
 
         return list(mo_fronts.oracle_front(self.objective_matrix, weights))
 
     def fixed_model_hull(self) -> np.ndarray:
         """``[V, d]``: the vertices of the fixed-model hull (``eval.hull``, accuracy vs joules)
         as reward vectors of this split."""
-        from routing_gym.eval import mo_fronts
+        from routing_gym.fronts import mo_fronts
 
         return mo_fronts.fixed_model_front(self.objective_matrix, self.core.outcomes)
 
     def task_aware_hull(self) -> np.ndarray:
         """``[V, d]``: the vertices of the task-aware hull (per-benchmark routes chosen on the
         training split, and the fixed models) as reward vectors of this split."""
-        from routing_gym.eval import mo_fronts
+        from routing_gym.fronts import mo_fronts
 
         return mo_fronts.task_aware_front(self.objective_matrix, self.core, self.tournament)
 
@@ -142,7 +142,7 @@ def _doc(base: type) -> str:
     ## Fronts
     `pareto_front()` (exact for two objectives), `fixed_model_hull()`, `task_aware_hull()`:
     expected reward vectors on this split, every model of the tournament available (a pool
-    schedule is not applied); see `routing_gym.eval.mo_fronts`.
+    schedule is not applied); see `routing_gym.fronts.mo_fronts`.
 
     ## Arguments
     `{base.__name__}`'s options, plus `scale` ("raw" | "rank") and `objectives` (a subset of

@@ -25,8 +25,8 @@ from routing_gym.envs.observation import ObservationBatch
 from routing_gym.envs.rewards import DEFAULT_INVALID_PENALTY, Reward, resolve_coefficients
 from routing_gym.envs.text_space import QuestionText
 from routing_gym.errors import InvalidActionError, PrivilegedAccessError, RoutingGymError, UnknownNameError
-from routing_gym.tournament.scoring import BatchResult, ScoringTable, action_index
 from routing_gym.tournament import Outcomes, Tournament
+from routing_gym.tournament.scoring import BatchResult, ScoringTable, action_index
 
 ORDERS = ("shuffle", "sequential")
 # Step info that describes routes not taken (the best reward available): a logging handle for
@@ -392,7 +392,7 @@ class ReplayEnv(BanditView, gym.Env):
     def render(self) -> None:
         raise NotImplementedError(
             f"{type(self).__name__} has nothing to draw: an episode is a question and a route. "
-            "Read the step info, or plot results with routing_gym.eval.plots"
+            "Read the step info, or plot results with routing_gym.eval.core.plots"
         )
 
     # ------------------------------------------------------------------ internals

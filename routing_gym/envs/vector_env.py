@@ -57,8 +57,8 @@ from routing_gym.envs.replay import BanditView, QuerySampler, ReplayCore, Routin
 from routing_gym.envs.rewards import Reward
 from routing_gym.envs.wrappers import BoxFeatures, tournament_featurizer
 from routing_gym.errors import InvalidActionError, RoutingGymError
-from routing_gym.tournament.scoring import INVALID, BatchResult, ScoringTable, action_index, coerce_actions
 from routing_gym.tournament import Tournament
+from routing_gym.tournament.scoring import INVALID, BatchResult, ScoringTable, action_index, coerce_actions
 
 OBSERVATIONS = ("dict", "features")
 _REWARD_BLOCK_ROWS = 4096  # rows per reward call at construction: bounds the peak memory
@@ -235,7 +235,7 @@ class RoutingVectorEnv(BanditView, VectorEnv):
     def render(self) -> None:
         raise NotImplementedError(
             f"{type(self).__name__} has nothing to draw: an episode is a question and a route. "
-            "Read the step infos, or plot results with routing_gym.eval.plots"
+            "Read the step infos, or plot results with routing_gym.eval.core.plots"
         )
 
     # ------------------------------------------------------------------ helpers

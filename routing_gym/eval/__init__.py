@@ -11,9 +11,9 @@
 Importing this package stays light: scipy and matplotlib are imported inside functions.
 """
 
-from routing_gym.eval.metrics import PolicyMetrics, policy_metrics, selection_entropy, selection_frequencies
-from routing_gym.eval.pareto import hypervolume, pareto_front, weakly_dominates
-from routing_gym.eval.stats import BootstrapPlan, DominanceTest, bootstrap_mean_ci, paired_dominance_test, seed_spread
+from routing_gym.eval.core.metrics import PolicyMetrics, policy_metrics, selection_entropy, selection_frequencies
+from routing_gym.eval.core.pareto import hypervolume, pareto_front, weakly_dominates
+from routing_gym.eval.core.stats import BootstrapPlan, DominanceTest, bootstrap_mean_ci, paired_dominance_test, seed_spread
 
 __all__ = [
     "BootstrapPlan",

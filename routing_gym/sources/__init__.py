@@ -8,7 +8,7 @@ their batch-1 energy variants ``zeroeval-math-batch1``, ``llmrouter-batch1``,
 directory (``ROUTING_GYM_DATA_DIR``) and cached under ``routing_gym.paths.cache_dir()``, one
 cache directory per name; ``-law`` / ``-params`` name the same builds under the other batched energy
 models (re-priced from a cached base build). ``stand_in`` is the audit's process's override
-(``routing_gym.eval.audit_process``).
+(``routing_gym.eval.execution.audit_process``).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def aliases_of(fingerprint: str) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(names)), list(dict.fromkeys(directories))
 
 
-# Set only in the audit's process (routing_gym.eval.audit_process, ``stand_in``): the audited
+# Set only in the audit's process (routing_gym.eval.execution.audit_process, ``stand_in``): the audited
 # tournament's replaced copy, by fingerprint and by name, and the directories read as the copy's.
 _stand_ins: dict[str, Tournament] = {}
 _named_stand_ins: dict[str, Tournament] = {}

@@ -19,7 +19,7 @@ those coefficients come from; ``routing-gym data build ... --energy-model NAME``
     The energy law for every model, measured or not: one method for all.
 ``params``
     The method before the law: the same model's measurement, else a power law in the parameter
-    count alone (kept so that ``eval/robustness.py`` shows which verdicts depended on it).
+    count alone (kept so that ``eval/core/robustness.py`` shows which verdicts depended on it).
 ``batch1``
     One request at a time on the model's own GPUs, as the reference paper measured (Ollama,
     batch 1). From the same ML.ENERGY runs: for each model, time per output token (TPOT) and
@@ -489,7 +489,7 @@ def derive_energy_profiles(
 
 def serving_fields(model_id: str, spec: ModelSpec, profile: EnergyProfile, info: dict[str, Any]) -> dict[str, Any]:
     """The ``serving`` entries every derived builder writes for a model: how it is priced, and its
-    per-token coefficients under each alternative energy model (for eval/robustness.py)."""
+    per-token coefficients under each alternative energy model (for eval/core/robustness.py)."""
     return {
         "hf_id": spec.hf_id, "active_params_b": spec.active_b, "gpu": info["gpu"], "n_gpus": profile.n_gpus,
         "precision": spec.precision, "serving_note": spec.serving_note, "energy_method": profile.method,
@@ -540,7 +540,7 @@ def reprice_tournament(t: Any, base_name: str, energy_model: str, specs: dict[st
 
 
 # The energy models every derived build also records per model (``serving["energy_alternatives"]``),
-# so that ``compare`` and ``frontier`` can re-price the same actions under each (eval/robustness.py).
+# so that ``compare`` and ``frontier`` can re-price the same actions under each (eval/core/robustness.py).
 ALTERNATIVE_ENERGY_MODELS = ("batched", "law", "params", "batch1")
 
 

@@ -61,6 +61,9 @@ where it came from.
   token per billion parameters.
 
 Every number in a procedural tournament is ``synthetic``; the data card says so.
+
+One file past 600 lines: the generator and the paper-pool calibration it is drawn with are read
+together (every calibrated constant sits beside the step of the generator that uses it).
 """
 
 from __future__ import annotations

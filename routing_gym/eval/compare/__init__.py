@@ -1,7 +1,7 @@
 """``routing-gym compare``: train every agent on the training split, score it on held-out.
 
 The public entry: ``run_compare`` (and ``CompareJob`` / ``run_jobs`` for a grid of them,
-``routing_gym.eval.sweep``) runs the cells of a comparison on an executor, resumes from saved
+``routing_gym.eval.compare.sweep``) runs the cells of a comparison on an executor, resumes from saved
 cells, and aggregates; ``write_outputs`` writes the tables and plots. The stages, in pipeline
 order (each imports only the stages before it; callers import from this package):
 
@@ -13,7 +13,7 @@ order (each imports only the stages before it; callers import from this package)
 - ``report``: results.json, the CSVs, table.md and the plots.
 
 Cells and executors: the unit of work is one cell (agent x seed), run in this process, a
-spawned process pool or Ray tasks (``routing_gym.eval.executors``; ``CompareConfig.executor``).
+spawned process pool or Ray tasks (``routing_gym.eval.execution.executors``; ``CompareConfig.executor``).
 With an output folder each finished cell is saved under ``cells/`` as it arrives, keyed by a
 fingerprint of what decides it, and a rerun reuses the saved cells and runs only the missing
 ones; the table is built from the cells in a fixed order, so every executor gives the same
@@ -34,7 +34,7 @@ import numpy as np
 from routing_gym.envs import Reward
 from routing_gym.envs.rewards import GateWarning, data_gate_note, gate_reported
 from routing_gym.errors import RoutingGymError
-from routing_gym.eval.audit_process import close_audit_process
+from routing_gym.eval.execution.audit_process import close_audit_process
 from routing_gym.eval.compare.cells import (
     CELLS_DIR,
     DEFAULT_AGENTS,
@@ -55,7 +55,7 @@ from routing_gym.eval.compare.cells import (
 )
 from routing_gym.eval.compare.report import markdown_report, write_outputs
 from routing_gym.eval.compare.statistics import CompareResult, aggregate
-from routing_gym.eval.executors import DEFAULT_MAX_RETRIES, Lost, Task, check_executor, run_tasks
+from routing_gym.eval.execution.executors import DEFAULT_MAX_RETRIES, Lost, Task, check_executor, run_tasks
 from routing_gym.plugins import import_user_module
 
 # What the CLI, sweep, experiments and tests import from here (defined in the parts above).

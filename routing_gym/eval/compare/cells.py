@@ -7,7 +7,7 @@ with ``RoutingEnv.evaluate`` under one common reward (``Scorer``, which also giv
 "always <model>" rows).
 
 ``run_cell`` is a top-level function, so an executor can run it in this process, a spawned
-process pool or Ray tasks (``routing_gym.eval.executors``). A finished cell is saved under
+process pool or Ray tasks (``routing_gym.eval.execution.executors``). A finished cell is saved under
 ``cells/`` keyed by a fingerprint of what decides it (``cell_fingerprint``, ``save_cell``,
 ``load_cell``), so a rerun reuses it.
 
@@ -42,12 +42,12 @@ import numpy as np
 from routing_gym.envs import Reward, RoutingEnv
 from routing_gym.envs.rewards import DEFAULT_COEFFICIENTS, DEFAULT_INVALID_PENALTY, gate_reported
 from routing_gym.errors import RoutingGymError, UsageError
-from routing_gym.eval import audit, audit_process
 from routing_gym.eval.collapse import CollapseTracker
-from routing_gym.eval.executors import DEFAULT_MAX_RETRIES
-from routing_gym.eval.fitting import fit_and_act
-from routing_gym.eval.jsonsafe import strict_json
-from routing_gym.eval.metrics import BenchmarkMetrics, PolicyMetrics, policy_metrics
+from routing_gym.eval.core.jsonsafe import strict_json
+from routing_gym.eval.core.metrics import BenchmarkMetrics, PolicyMetrics, policy_metrics
+from routing_gym.eval.execution import audit, audit_process
+from routing_gym.eval.execution.executors import DEFAULT_MAX_RETRIES
+from routing_gym.eval.execution.fitting import fit_and_act
 from routing_gym.plugins import import_user_module
 from routing_gym.tournament import Tournament
 
@@ -101,13 +101,13 @@ class CompareConfig:
     bootstrap_seed: int = 0
     # None: a tqdm bar on a terminal, one line per finished run on stderr otherwise
     progress: bool | None = None
-    # where cells run (``routing_gym.eval.executors``); none of these changes any number
+    # where cells run (``routing_gym.eval.execution.executors``); none of these changes any number
     executor: str = "local"  # local | process | ray
     workers: int | None = None  # process pool size / local Ray CPUs (None: every CPU)
     ray_address: str | None = None  # None: RAY_ADDRESS, else a local Ray
     max_retries: int = DEFAULT_MAX_RETRIES  # further attempts of a cell whose worker process died
     imports: Sequence[str] = ()  # modules every worker imports first (e.g. ones registering agents)
-    audit: bool = True  # fit and run each deployable agent again on held-out outcomes replaced (eval/audit.py)
+    audit: bool = True  # fit and run each deployable agent again on held-out outcomes replaced (eval/execution/audit.py)
 
     @property
     def seed_list(self) -> list[int]:
@@ -417,7 +417,7 @@ def _run_agent(name: str, seed: int, settings: CellSettings, t: Tournament, scor
             regret=curve if curve.size else None, overhead=_read_overhead(agent, logs, len(actions)),
             collapse=strict_json(tracker.summary()) if tracker.n_steps else None, **meta,
         )
-        # The audit: the same agent and seed again, on held-out outcomes replaced (eval/audit.py).
+        # The audit: the same agent and seed again, on held-out outcomes replaced (eval/execution/audit.py).
         record.audit = _audit(name, agent, settings, t, actions, seed)
         return record
     except Exception as exc:  # one agent's bug must not sink the comparison
@@ -432,7 +432,7 @@ def _run_agent(name: str, seed: int, settings: CellSettings, t: Tournament, scor
 
 def _audit(name: str, agent: Any, settings: CellSettings, t: Tournament, actions: np.ndarray,
            seed: int) -> dict[str, Any] | None:
-    """The cell's audit (``routing_gym.eval.audit``), for rows that claim to be deployable: the
+    """The cell's audit (``routing_gym.eval.execution.audit``), for rows that claim to be deployable: the
     same agent and seed fitted and run again in the audit's process (``audit_process``)."""
     if not agent.deployable:
         return None
@@ -441,7 +441,7 @@ def _audit(name: str, agent: Any, settings: CellSettings, t: Tournament, actions
     kwargs = {"name": name, "kwargs": settings.agent_kwargs, "reward": settings.reward, "train_split": settings.train_split,
               "test_split": settings.test_split, "seed": seed}
     return audit_process.audit(type(agent), t, settings.test_split, settings.aliases, actions,
-                               "routing_gym.eval.fitting:held_out_actions", kwargs, settings.imports).to_dict()
+                               "routing_gym.eval.execution.fitting:held_out_actions", kwargs, settings.imports).to_dict()
 
 
 def _read_overhead(agent: Any, logs: dict[str, Any], n: int) -> dict[str, float]:

@@ -1,5 +1,5 @@
 """``compare``'s outputs: results.json, the CSVs, table.md (the paper's Table 2 shape with
-notes, hull, per-benchmark and Pareto sections) and the plots (``routing_gym.eval.plots``).
+notes, hull, per-benchmark and Pareto sections) and the plots (``routing_gym.eval.core.plots``).
 """
 
 from __future__ import annotations
@@ -12,15 +12,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from routing_gym.eval import audit, familywise
-from routing_gym.eval import hull as fixed_hull
-from routing_gym.eval import mo_fronts
 from routing_gym.eval.compare.cells import RunRecord
 from routing_gym.eval.compare.statistics import CompareResult
-from routing_gym.eval.jsonsafe import strict_json
-from routing_gym.eval.robustness import markdown_lines
-from routing_gym.eval.yardstick import DEARER_THAN_CHAIN, MORE_ACCURATE_THAN_CHAIN, WITHIN
-from routing_gym.eval.reward_use import REWARD_FREE_MARK, reward_free_methods, reward_free_note
+from routing_gym.eval.core import familywise
+from routing_gym.eval.core.jsonsafe import strict_json
+from routing_gym.eval.core.reward_use import REWARD_FREE_MARK, reward_free_methods, reward_free_note
+from routing_gym.eval.core.robustness import markdown_lines
+from routing_gym.eval.core.yardstick import DEARER_THAN_CHAIN, MORE_ACCURATE_THAN_CHAIN, WITHIN
+from routing_gym.eval.execution import audit
+from routing_gym.fronts import hull as fixed_hull
+from routing_gym.fronts import mo_fronts
 
 
 _CURVE_POINTS = 200  # regret curves are stored in results.json downsampled to this many points
@@ -64,7 +65,7 @@ def write_outputs(result: CompareResult, out_dir: str | Path, plots: bool = True
     paths["results.json"].write_text(json.dumps(strict_json(payload), indent=1, allow_nan=False))
     paths["table.md"].write_text(markdown_report(result))
     if plots:
-        from routing_gym.eval.plots import plot_pareto, plot_regret, plot_selection
+        from routing_gym.eval.core.plots import plot_pareto, plot_regret, plot_selection
 
         paths["pareto.png"] = plot_pareto(result, out / "pareto.png")
         paths["selection.png"] = plot_selection(result, out / "selection.png")
@@ -287,7 +288,7 @@ def _markdown_task_hull(result: CompareResult) -> list[str]:
 
 def _markdown_headroom(result: CompareResult) -> list[str]:
     """How far above the task-aware yardstick knowing difficulty, or every outcome, would reach
-    (``eval/headroom.py``'s privileged rungs; no router is fitted): the room a content router has."""
+    (``eval/headroom/__init__.py``'s privileged rungs; no router is fitted): the room a content router has."""
     from routing_gym.errors import RoutingGymError
     from routing_gym.eval.headroom import HeadroomConfig, privileged_ladder
 

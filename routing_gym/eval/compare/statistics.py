@@ -4,9 +4,9 @@ Each number is the mean over seeds of the per-seed metric; 95 % intervals are pe
 bootstrap intervals over held-out queries of the seed-averaged per-query values;
 ``*_seed_sd`` is the spread over seeds. One set of resamples is drawn per run and every
 resampled mean (each method's metrics, the fixed models' accuracy and joules) comes from one
-matrix product, so the hull gains (``eval/hull.py``: routing gain in pp and joules saved in %
+matrix product, so the hull gains (``fronts/hull.py``: routing gain in pp and joules saved in %
 over the fixed-model yardstick, content gain in pp over the task-aware one, both chosen on train
-and read per resample, ``eval/yardstick.py``) and the strict pairwise dominance tests cost no further passes over the queries. Also here: the Pareto fronts and
+and read per resample, ``eval/core/yardstick.py``) and the strict pairwise dominance tests cost no further passes over the queries. Also here: the Pareto fronts and
 hypervolumes, and the online regret curves.
 """
 
@@ -21,14 +21,15 @@ import pandas as pd
 
 from routing_gym.envs import Reward
 from routing_gym.errors import UnknownNameError
-from routing_gym.eval import audit, familywise
-from routing_gym.eval import hull as fixed_hull
-from routing_gym.eval import mo_fronts
 from routing_gym.eval.compare.cells import PER_QUERY, CompareConfig, RunRecord
-from routing_gym.eval.pareto import hypervolume, pareto_front
-from routing_gym.eval.robustness import robustness_of_runs
-from routing_gym.eval.stats import BootstrapPlan, dominance_from_resamples, percentile_interval, seed_spread
-from routing_gym.eval.yardstick import (DEARER_THAN_CHAIN, MORE_ACCURATE_THAN_CHAIN, WITHIN, YARDSTICK_RULE, Yardsticks,
+from routing_gym.eval.core import familywise
+from routing_gym.eval.core.pareto import hypervolume, pareto_front
+from routing_gym.eval.core.robustness import robustness_of_runs
+from routing_gym.eval.core.stats import BootstrapPlan, dominance_from_resamples, percentile_interval, seed_spread
+from routing_gym.eval.execution import audit
+from routing_gym.fronts import hull as fixed_hull
+from routing_gym.fronts import mo_fronts
+from routing_gym.eval.core.yardstick import (DEARER_THAN_CHAIN, MORE_ACCURATE_THAN_CHAIN, WITHIN, YARDSTICK_RULE, Yardsticks,
                                          train_yardsticks)
 from routing_gym.tournament import Tournament
 from routing_gym.tournament.duplicates import duplicate_counts, question_groups
@@ -189,7 +190,7 @@ def _resample(config: CompareConfig, t: Tournament, test_rows: np.ndarray,
     """Every resampled mean the run reports, from one pass over one set of resamples (copies of a
     question resampled together): per method ``[B, len(_CI_METRICS)]``, the fixed models'
     accuracy and joules ``[B, K]``, and those of the per-benchmark routes ``[B, P]``; with the
-    yardsticks chosen on the training split (``eval/yardstick.py``)."""
+    yardsticks chosen on the training split (``eval/core/yardstick.py``)."""
     plan = test_plan(config, t, test_rows)
     k, width = t.n_models, len(_CI_METRICS)
     train = t.split_rows(config.train_split)
@@ -270,7 +271,7 @@ def _hull_gains(config: CompareConfig, t: Tournament, test_rows: np.ndarray, by_
 def _family_verdicts(config: CompareConfig, methods: list[str], by_method: dict[str, dict[str, Any]],
                      points: dict[str, np.ndarray], boot: dict[str, np.ndarray]) -> None:
     """Romano-Wolf step-down over the deployable, verified agent rows' routing and content gains
-    (``eval/familywise.py``): each row gets ``<gain>_fw`` ("above", "below" or "") and the first
+    (``eval/core/familywise.py``): each row gets ``<gain>_fw`` ("above", "below" or "") and the first
     step's simultaneous bounds; other rows are outside the family ("" and no bounds)."""
     family = [i for i, m in enumerate(methods) if by_method[m]["kind"] != "fixed-model" and by_method[m]["deployable"]
               and not audit.withheld(by_method[m]["deployable_label"])]

@@ -1,0 +1,1 @@
+"""The TRL text controller (SFT -> GRPO -> KL-GRPO) as one package: ``config`` (settings and presets), ``prompt``, ``model``, ``teacher`` (SFT targets), ``trainer`` (the pipeline), ``inference``, ``policy`` (label-nested routing), ``report``, ``sft_memo``, and ``agent`` (the registered agents)."""

@@ -1,0 +1,1 @@
+"""The statistics core every command shares: paired bootstrap plans (``stats``), the train-fixed yardsticks (``yardstick``), the family-wise rule (``familywise``), Pareto and per-policy metrics, robustness to the energy law, plots and JSON output helpers."""

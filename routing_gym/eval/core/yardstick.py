@@ -1,0 +1,174 @@
+"""The yardstick fixed on the training split: which policies a router is measured against.
+
+The hulls of ``fronts/hull.py`` envelope *test* points: which fixed models (and which per-benchmark
+routes) form the hull is decided by their test values, so the hull keeps the points that were
+lucky on test and a label router lands below its own yardstick (a bias of +0.05-0.5 pp on smooth
+parts of the hull, several pp at its steep cheap end). Here the policies and their order are
+chosen on train, once; on test (and in every bootstrap resample) the yardstick is the random mix
+of consecutive chosen policies at the method's joules, each policy evaluated on test, never
+re-enveloped. The chain starts at the null policy (answer nothing: 0 J, 0 %), so a method cheaper
+than every policy is compared with a line that is the same in every resample (no end point that
+flips between resamples), and beyond the dearest policy the yardstick is flat.
+
+- routing gain = accuracy - fixed-model yardstick at the method's mean joules (pp);
+- joules saved = 1 - method J / yardstick J at the method's accuracy (%), its interval computed on
+  the log ratio (percentile intervals carry over), none where the method is more accurate than
+  every policy of the chain in more than the interval's tail of resamples;
+- content gain = accuracy - task-aware yardstick (fixed models and per-benchmark routes) at the
+  method's mean joules (pp).
+
+``experiments/verdict_calibration.py`` measures the error rates of verdicts read from these
+yardsticks (and from the test-enveloped hulls) on procedural tournaments whose truth is known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from routing_gym.fronts.hull import (TaskRouting, _interpolate, _points, fixed_model_hull, hull_accuracy_at, task_aware_points,
+                                   task_routing)
+
+WITHIN = "within"
+DEARER_THAN_CHAIN = "beyond the dearest policy of the chain: compared with it (flat)"
+MORE_ACCURATE_THAN_CHAIN = "more accurate than every policy of the chain: no joules saved"
+NULL_POLICY = "answer nothing"  # the chain's first point: 0 J, 0 % (a router may always decline)
+YARDSTICK_RULE = (
+    "a chain of policies chosen on the training split: the upper concave hull of the candidates' train (mean J, "
+    "accuracy) together with the null policy (answer nothing: 0 J, 0 %), its vertices in train order; on test the "
+    "yardstick is the random mix of consecutive chain policies at the method's test joules, each policy evaluated on "
+    "test (never re-enveloped on test points), flat beyond the dearest; bootstrap resamples keep the chain and resample "
+    "only its policies' test values, so a method cheaper than every policy meets the line from the null point, the same "
+    "rule in every resample")
+
+
+@dataclass(frozen=True)
+class Yardstick:
+    """A chain of candidate policies chosen on the training split (``YARDSTICK_RULE``).
+
+    ``index``: the chain's policies as indices into the candidate points (``[V]``, cheapest on
+    train first; the null point comes before them and has no index); ``names``: their labels.
+    A yardstick is evaluated on any candidate point set of the same layout (``[..., C]``: test
+    values, or one set per bootstrap resample): the chain is ``(0, 0)`` followed by the chosen
+    candidates' points, and its joules are read through a running maximum, so a policy whose test
+    joules fall below its predecessor's is passed at once (no test accuracy decides anything)."""
+
+    index: np.ndarray
+    names: list[str]
+    train_energy_j: np.ndarray
+    train_accuracy: np.ndarray
+
+    @classmethod
+    def chosen_on_train(cls, train_energy_j: np.ndarray, train_accuracy: np.ndarray, names: list[str]) -> "Yardstick":
+        """The chain of ``[C]`` candidates' train points: vertices of the upper concave hull of the
+        candidates and the null point (0 J, 0 %), cheapest first."""
+        xs, ys = _points(train_energy_j, train_accuracy)
+        if xs.ndim != 1 or len(names) != len(xs):
+            raise ValueError(f"a yardstick is chosen from one set of [C] named points, got {xs.shape} and {len(names)} names")
+        hull = fixed_model_hull(np.concatenate([[0.0], xs]), np.concatenate([[0.0], ys]))
+        index = hull.vertex_index[hull.vertex_index > 0] - 1  # the null point is vertex 0 of every chain
+        return cls(index=index.astype(np.int64), names=[names[i] for i in index], train_energy_j=xs[index],
+                   train_accuracy=ys[index])
+
+    def chain(self, energy_j: np.ndarray, accuracy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``[..., V + 1]`` joules (running maximum) and accuracy of the chain on ``[..., C]`` points."""
+        joules, acc = _points(energy_j, accuracy)
+        zero = np.zeros(joules.shape[:-1] + (1,))
+        chain_j = np.maximum.accumulate(np.concatenate([zero, joules[..., self.index]], axis=-1), axis=-1)
+        return chain_j, np.concatenate([zero, acc[..., self.index]], axis=-1)
+
+    def accuracy_at(self, energy_j: np.ndarray, accuracy: np.ndarray, joules: np.ndarray) -> np.ndarray:
+        """The yardstick's accuracy at mean ``joules`` (``[...]``): the mix of the two chain policies
+        around it, the dearest policy's accuracy beyond it."""
+        chain_j, chain_acc = self.chain(energy_j, accuracy)
+        x = np.asarray(joules, dtype=np.float64)
+        n = np.full(np.broadcast_shapes(chain_j.shape[:-1], x.shape), chain_j.shape[-1])
+        return _interpolate(chain_j, chain_acc, n, x, (chain_j <= x[..., None]).sum(axis=-1))
+
+    def joules_at(self, energy_j: np.ndarray, accuracy: np.ndarray, target_accuracy: np.ndarray) -> np.ndarray:
+        """Least mean joules at which the chain first reaches ``target_accuracy`` (walking it from the
+        null point); NaN where no chain policy is that accurate (outside the yardstick's range)."""
+        chain_j, chain_acc = self.chain(energy_j, accuracy)
+        a = np.asarray(target_accuracy, dtype=np.float64)[..., None]
+        a0, a1, j0, j1 = chain_acc[..., :-1], chain_acc[..., 1:], chain_j[..., :-1], chain_j[..., 1:]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            at = np.where(a1 > a0, j0 + (a - a0) / (a1 - a0) * (j1 - j0), j1)
+        crossing = (a <= a1) & (a > a0)
+        first = crossing.argmax(axis=-1)[..., None]
+        found = np.take_along_axis(np.broadcast_to(at, crossing.shape), first, -1)[..., 0]
+        return np.where(a[..., 0] <= 0, 0.0, np.where(crossing.any(axis=-1), found, np.nan))
+
+    def gain(self, energy_j: np.ndarray, accuracy: np.ndarray, method_energy_j: np.ndarray,
+             method_accuracy: np.ndarray) -> np.ndarray:
+        """Method accuracy minus the yardstick's at the method's mean joules (a fraction)."""
+        return np.asarray(method_accuracy, dtype=np.float64) - self.accuracy_at(energy_j, accuracy, method_energy_j)
+
+    def log_joules_ratio(self, energy_j: np.ndarray, accuracy: np.ndarray, method_energy_j: np.ndarray,
+                         method_accuracy: np.ndarray) -> np.ndarray:
+        """``log(yardstick J at the method's accuracy / method J)``: > 0 when the method is cheaper
+        than the yardstick at its accuracy; NaN beyond the yardstick's most accurate policy."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(self.joules_at(energy_j, accuracy, method_accuracy) / np.asarray(method_energy_j, dtype=np.float64))
+
+    def mean_gain_over_range(self, energy_j: np.ndarray, accuracy: np.ndarray, curve_energy_j: np.ndarray,
+                             curve_accuracy: np.ndarray, n_grid: int = 256) -> np.ndarray:
+        """Area between a curve of operating points (read as its own hull: its points can be mixed
+        too) and the yardstick over the curve's joule range up to the costliest candidate, divided
+        by its width: the mean gain along the curve (fraction). Candidates ``[..., C]``, curve
+        ``[..., Q]``; ``[...]``, NaN where the range is empty (a single point, or a curve beyond
+        every candidate). A trapezoid rule on ``n_grid`` evenly spaced joule values."""
+        cx, cy = _points(curve_energy_j, curve_accuracy)
+        low = cx.min(axis=-1)
+        high = np.minimum(cx.max(axis=-1), np.asarray(energy_j, dtype=np.float64).max(axis=-1))
+        grid = low[..., None] + (high - low)[..., None] * np.linspace(0.0, 1.0, n_grid)
+        stick = self.accuracy_at(np.asarray(energy_j, float)[..., None, :], np.asarray(accuracy, float)[..., None, :], grid)
+        gap = hull_accuracy_at(cx[..., None, :], cy[..., None, :], grid) - stick
+        area = ((gap[..., 1:] + gap[..., :-1]) / 2).mean(axis=-1)
+        return np.where(high > low, area, np.nan)
+
+    def record(self, energy_j: np.ndarray, accuracy: np.ndarray) -> dict[str, Any]:
+        """The chain for outputs: policy names, their train and test points (``[C]`` test points)."""
+        chain_j, chain_acc = self.chain(energy_j, accuracy)
+        return {"vertices": [NULL_POLICY, *self.names], "energy_j": chain_j.tolist(), "accuracy": chain_acc.tolist(),
+                "train_energy_j": [0.0, *self.train_energy_j.tolist()], "train_accuracy": [0.0, *self.train_accuracy.tolist()],
+                "rule": YARDSTICK_RULE}
+
+
+@dataclass(frozen=True)
+class Yardsticks:
+    """Both yardsticks of one comparison, chosen on the training split: the fixed models' chain
+    (routing gain) and the chain of fixed models and per-benchmark routes (content gain). Candidate
+    points are laid out ``[..., K + P]``: the K fixed models, then the P routes."""
+
+    routes: TaskRouting
+    fixed: Yardstick
+    task: Yardstick
+    n_models: int
+
+    def gains(self, fixed_energy_j: np.ndarray, fixed_accuracy: np.ndarray, route_energy_j: np.ndarray,
+              route_accuracy: np.ndarray, method_energy_j: np.ndarray, method_accuracy: np.ndarray) -> dict[str, np.ndarray]:
+        """Routing gain (pp), log joules ratio and joules saved (%) against the fixed-model chain,
+        content gain (pp) against the task-aware chain, for ``M`` methods per leading index: fixed
+        ``[..., K]``, routes ``[..., P]``, methods ``[..., M]``; every value ``[..., M]``."""
+        joules, acc = (np.asarray(v, dtype=np.float64)[..., None, :] for v in
+                       task_aware_points(fixed_energy_j, fixed_accuracy, route_energy_j, route_accuracy))
+        mj, ma = np.asarray(method_energy_j, dtype=np.float64), np.asarray(method_accuracy, dtype=np.float64)
+        log_ratio = self.fixed.log_joules_ratio(joules, acc, mj, ma)
+        return {"routing_gain_pp": 100 * self.fixed.gain(joules, acc, mj, ma), "log_joules_ratio": log_ratio,
+                "joules_saved_pct": 100 * -np.expm1(-log_ratio), "content_gain_pp": 100 * self.task.gain(joules, acc, mj, ma)}
+
+
+def train_yardsticks(correct: np.ndarray, energy_j: np.ndarray, codes: np.ndarray, n_benchmarks: int,
+                     model_ids: list[str]) -> Yardsticks:
+    """Both yardsticks from training outcomes (``[n, K]``) and benchmark codes (``[n]``): the
+    per-benchmark routes (``task_routing``), then each chain chosen on the same training rows."""
+    routes = task_routing(correct, energy_j, codes, n_benchmarks)
+    fixed_j, fixed_acc = np.asarray(energy_j, float).mean(axis=0), np.asarray(correct, float).mean(axis=0)
+    route_j, route_acc = routes.per_query(energy_j, codes).mean(axis=0), routes.per_query(correct, codes).mean(axis=0)
+    # The fixed-model chain indexes the first K of the [K + P] layout: routes are never its candidates.
+    fixed = Yardstick.chosen_on_train(fixed_j, fixed_acc, list(model_ids))
+    task = Yardstick.chosen_on_train(*task_aware_points(fixed_j, fixed_acc, route_j, route_acc),
+                                     list(model_ids) + routes.labels())
+    return Yardsticks(routes=routes, fixed=fixed, task=task, n_models=len(model_ids))

@@ -1,0 +1,222 @@
+"""``routing-gym headroom``'s outputs: headroom.json, table.md and headroom.png (``eval/headroom/__init__.py``)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from routing_gym.eval.core.jsonsafe import strict_json
+from routing_gym.eval.headroom import BUDGET_RULE, MU_GRID, PRIVILEGED_RUNGS, RUNG_LABELS, HeadroomResult
+
+
+def rung_label(result: HeadroomResult, name: str) -> str:
+    """A rung's name in words (the content rung names its router)."""
+    return f"{RUNG_LABELS[name]}: {result.best_router}" if name == "content_router" else RUNG_LABELS[name]
+
+
+def headroom_payload(result: HeadroomResult) -> dict[str, Any]:
+    """Everything headroom.json holds (JSON-ready, before ``strict_json``)."""
+    c, t = result.config, result.tournament
+    best = result.scorer_auc.get(result.best_router or "", {})
+    return {
+        "tournament": {"name": t.card.name, "provenance": t.card.provenance, "models": t.model_ids,
+                       "benchmarks": t.benchmarks, "train_split": c.train_split, "test_split": c.test_split,
+                       "n_train": int(len(t.split_rows(c.train_split))), "n_test": int(len(t.split_rows(c.test_split)))},
+        "settings": {
+            "budget_rule": BUDGET_RULE if c.budget_j is None else "given (--budget-j)",
+            "routing_rule": "per query argmax_k P_k - mu x E_k / J_ref (J_ref: largest per-model mean training joules)",
+            "knobs": f"mu from a grid of {len(MU_GRID)} values (0, then 1e-4 .. 1e3 geometric); on train, two vertices "
+                     "of the upper hull of the cross-fitted training points mixed to spend the budget",
+            "cross_fitting": f"{c.folds} folds of the training split, copies of one question in one fold, stratified by "
+                             f"benchmark (seed {c.seed})",
+            "intervals": f"{c.confidence:.0%} paired percentile bootstrap over the {len(result.rungs['oracle'].test_correct)} "
+                         f"test queries, copies of a question resampled together ({c.n_bootstrap} resamples, seed "
+                         f"{c.bootstrap_seed}); the yardsticks' policies are chosen on train (eval/core/yardstick.py), their "
+                         "test values and the rungs resampled",
+            "auc": "within-benchmark AUC: per (benchmark, model), pooled over (right, wrong) pairs; pairwise AUC: per "
+                   "(benchmark, model pair), over questions exactly one of the two answers right, the AUC of P_i - P_j, "
+                   "pooled over pairs (0.5 for any scorer that knows only difficulty's average or the label)",
+            "routers": list(result.routers), "agent_kwargs": c.agent_kwargs,
+        },
+        "budget_j": result.budget_j,
+        "rungs": {name: {"label": rung_label(result, name), "privileged": name in PRIVILEGED_RUNGS,
+                         **r.stats, "train_accuracy": r.train_accuracy, "train_mean_j": r.train_energy_j,
+                         "knob": {"mu": list(r.mus), "weight_on_first": r.weight}, "curve": r.curve,
+                         **({"router": result.best_router} if name == "content_router" else {})}
+                  for name, r in result.rungs.items()},
+        "steps": result.steps,
+        "within_benchmark_auc": best.get("within_benchmark_auc"),
+        "pairwise_auc": best.get("pairwise_auc"),
+        "best_router": result.best_router,
+        "routers": result.routers,
+        "routability": result.scorer_auc,
+        "oracle_lead": result.oracle_lead,
+        "noise_floor": result.noise_floor,
+        "generator": result.generator,
+        "hulls": result.hulls,
+        "leak_free": result.leak_free,
+        "fixed_models": {"models": t.model_ids, **result.fixed},
+        "elapsed_s": result.elapsed_s, "cpu_s": result.cpu_s,
+    }
+
+
+def write_headroom_outputs(result: HeadroomResult, out_dir: str | Path, plots: bool = True) -> dict[str, Path]:
+    """headroom.json, table.md and (with ``plots``) headroom.png in ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"headroom.json": out / "headroom.json", "table.md": out / "table.md"}
+    paths["headroom.json"].write_text(json.dumps(strict_json(headroom_payload(result)), indent=1, allow_nan=False))
+    paths["table.md"].write_text(markdown_report(result))
+    if plots:
+        paths["headroom.png"] = plot_headroom(result, out / "headroom.png")
+    return paths
+
+
+def _ci(value: float | None, interval: list[float] | None, fmt: str) -> str:
+    if value is None or not math.isfinite(value):
+        return "—"
+    text = format(value, fmt)
+    return text + (f" [{format(interval[0], fmt)}, {format(interval[1], fmt)}]" if interval else "")
+
+
+def _auc(value: float | None) -> str:
+    return "—" if value is None or not math.isfinite(value) else f"{value:.3f}"
+
+
+def markdown_report(result: HeadroomResult) -> str:
+    """The ladder, the routability table, the oracle's lead by question and the noise floor."""
+    p = headroom_payload(result)
+    tour, conf = p["tournament"], f"{result.config.confidence:.0%}"
+    lines = [f"# Headroom on {tour['name']}: does a router read the question?", "",
+             f"{tour['n_test']} held-out queries ({tour['test_split']}), knobs chosen on {tour['n_train']} "
+             f"({tour['train_split']}) with cross-fitted predictions; matched budget {p['budget_j']:,.1f} J "
+             f"({p['settings']['budget_rule']}).", "",
+             f"| Rung | Accuracy % [{conf} CI] | Mean J [{conf} CI] | Content gain pp [{conf} CI] | Step pp [{conf} CI] | "
+             f"Routing gain pp [{conf} CI] |", "|---|---:|---:|---:|---:|---:|"]
+    steps = {s["to"]: s for s in p["steps"]}
+    for name, r in p["rungs"].items():
+        step = steps.get(name)
+        lines.append(f"| {r['label']} | {_ci(100 * r['accuracy'], [100 * v for v in r['accuracy_ci']], '.1f')} | "
+                     f"{_ci(r['mean_j'], r['mean_j_ci'], ',.1f')} | {_ci(r['content_gain_pp'], r['ci'], '+.1f')} | "
+                     f"{_ci(step['content_gain_step_pp'], step['ci'], '+.1f') if step else '—'} | "
+                     f"{_ci(r['routing_gain_pp'], r['routing_gain_ci'], '+.1f')} |")
+    lines += ["", "Content gain: accuracy minus the task-aware yardstick's (chosen on train) at the rung's mean joules on test; step: the "
+              "rung's content gain minus the previous rung's (paired). Privileged rungs read held-out outcomes and are "
+              "not deployable: the shared-difficulty ceiling knows each question's share of models right (P per model "
+              "mapped from it per benchmark on train), the oracle knows every outcome.", ""]
+    lines += _leak_free_lines(p["leak_free"], conf)
+    lines += ["## Routability: does the text say which model wins?", "",
+              "| Scorer | Within-benchmark AUC | Pairwise AUC (disagreeing pairs) | Fit s |", "|---|---:|---:|---:|"]
+    for name, auc in p["routability"].items():
+        fit = p["routers"].get(name, {}).get("fit_s")
+        lines.append(f"| {name} | {_auc(auc['within_benchmark_auc'])} | {_auc(auc['pairwise_auc'])} | "
+                     f"{'—' if fit is None else f'{fit:.1f}'} |")
+    lines += [*[f"- {n} failed: `{r['error']}`" for n, r in p["routers"].items() if r.get("error")], "",
+              f"Per benchmark ({result.best_router or 'no router'}):", "",
+              "| Benchmark | Within-benchmark AUC | Pairwise AUC | Decisive pairs |", "|---|---:|---:|---:|"]
+    for row in p["routability"].get(result.best_router or "", {}).get("per_benchmark", []):
+        lines.append(f"| {row['benchmark']} | {_auc(row['within_benchmark_auc'])} | {_auc(row['pairwise_auc'])} | "
+                     f"{row['decisive_pairs']} |")
+    lead = p["oracle_lead"]
+    lines += ["", "## Where the oracle's lead comes from", "",
+              f"Oracle minus the task-aware rung, both at the matched budget: {lead['lead_pp']:+.1f} pp; questions that "
+              f"only one or two models answer right ({lead['rare_questions']}) carry {_share(lead['rare_share'])} of it.", "",
+              "| Models right | Questions | Lead pp | Share |", "|---:|---:|---:|---:|"]
+    lines += [f"| {c['models_right']} | {c['questions']} | {c['lead_pp']:+.1f} | {_share(c['share'])} |"
+              for c in lead["by_models_right"] if c["questions"]]
+    noise = p["noise_floor"]
+    guess, copies = noise["guessing"], noise["copies"]
+    lines += ["", "## Noise floor", "",
+              f"- Guessing: {guess['multiple_choice']} of {guess['questions']} questions record their options; "
+              + (f"mean guessing rate {guess['guessing_rate']:.3f} ({guess['rule']})." if guess["guessing_rate"] is not None
+                 else "none is multiple choice as far as the data records."),
+              f"- Copies of one question within a split: {copies['groups']} groups ({copies['queries']} queries); "
+              + (f"{copies['disagreeing_cells']} of {copies['cells']} (group, model) cells disagree "
+                 f"({_share(copies['disagreement_rate'])}): outcomes no reader of the text can predict."
+                 if copies["cells"] else "none."), ""]
+    if p["generator"]:
+        g = p["generator"]
+        lines += [f"Procedural pool: the generator's true content signal is specialization_signal = "
+                  f"{g['specialization_signal']:g} (text_signal {g['text_signal']}, noise {g['noise']}); {g['meaning']}.", ""]
+    lines += [f"CPU {p['cpu_s']:.1f} s, wall {p['elapsed_s']:.1f} s (machine-dependent).", ""]
+    return "\n".join(lines)
+
+
+def _leak_free_lines(leak_free: dict[str, Any] | None, conf: str) -> list[str]:
+    """The difficulty ceiling that reads no routed model's outcome, beside the inclusive one."""
+    if not leak_free:
+        return []
+    free, inclusive = leak_free["leak_free"], leak_free["inclusive"]
+    lines = ["## The difficulty ceiling without the candidates' outcomes", "",
+             f"The shared-difficulty rung above reads each question's share of models right *including the routed "
+             f"models' own outcomes*, so it partly knows who was right: an upper bound. Leak-free: {leak_free['rule']}.", "",
+             f"| Difficulty read from | Content gain pp [{conf} CI] (mean over halvings) | Pairwise AUC |", "|---|---:|---:|",
+             f"| the other half of the pool (leak-free) | {_ci(free['content_gain_pp'], free['ci'], '+.1f')} | "
+             f"{_auc(free['pairwise_auc'])} |",
+             f"| the routed half itself (inclusive, upper bound) | {_ci(inclusive['content_gain_pp'], inclusive['ci'], '+.1f')} | "
+             f"{_auc(inclusive['pairwise_auc'])} |", "", "Halvings (candidates | reference: leak-free / inclusive pp at J):", ""]
+    lines += [f"- {', '.join(h['candidates'])} | {', '.join(h['reference'])}: {h['leak_free']['content_gain_pp']:+.1f} / "
+              f"{h['inclusive']['content_gain_pp']:+.1f} at {h['budget_j']:,.1f} J" for h in leak_free["partitions"]]
+    return lines + [""]
+
+
+def _share(value: float | None) -> str:
+    return "—" if value is None or not math.isfinite(value) else f"{100 * value:.0f} %"
+
+
+_COLOURS = {"fixed_model_hull": "#7f7f7f", "task_aware_hull": "#222222", "content_router": "#1f77b4",
+            "shared_difficulty": "#ff7f0e", "oracle": "#2ca02c"}
+
+
+def plot_headroom(result: HeadroomResult, path: str | Path) -> Path:
+    """Left: each rung's content gain at the matched budget with its interval (the ladder).
+    Right: each rung's operating curve on test over joules, the two hulls and the budget."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    p = headroom_payload(result)
+    names = list(p["rungs"])
+    fig, (bars, curves) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1, 1.25]})
+    for y, name in enumerate(names):
+        r = p["rungs"][name]
+        low, high = r["ci"]
+        bars.barh(y, r["content_gain_pp"], color=_COLOURS[name], alpha=0.85, hatch="//" if r["privileged"] else None,
+                  edgecolor="white")
+        bars.errorbar(r["content_gain_pp"], y, xerr=[[r["content_gain_pp"] - low], [high - r["content_gain_pp"]]],
+                      color="black", capsize=3, lw=1)
+        bars.text(max(high, 0) + 0.5, y, f"{r['content_gain_pp']:+.1f} pp", va="center", fontsize=9)
+    bars.set_yticks(range(len(names)), [p["rungs"][n]["label"] for n in names], fontsize=9)
+    bars.invert_yaxis()
+    bars.axvline(0, color="black", lw=0.8)
+    bars.set_xlabel("content gain over the task-aware yardstick at matched joules (pp)")
+    bars.set_title(f"{p['tournament']['name']}: the ladder at {p['budget_j']:,.0f} J (hatched: privileged)", fontsize=10)
+    hull, task = p["hulls"]["fixed_model"], p["hulls"]["task_aware"]
+    curves.scatter(p["fixed_models"]["mean_j"], [100 * a for a in p["fixed_models"]["accuracy"]], s=14, color="#7f7f7f",
+                   label="fixed models", zorder=3)
+    # the yardsticks' chains past their null point (0 J, which a log axis cannot show)
+    curves.plot(hull["energy_j"][1:], [100 * a for a in hull["accuracy"][1:]], color="#7f7f7f", lw=1, ls=":")
+    curves.plot(task["energy_j"][1:], [100 * a for a in task["accuracy"][1:]], color="#222222", lw=1.5,
+                label="task-aware yardstick (chosen on train)")
+    for name in names[2:]:
+        r = p["rungs"][name]
+        curves.plot([c["test_energy_j"] for c in r["curve"]], [100 * c["test_accuracy"] for c in r["curve"]],
+                    color=_COLOURS[name], lw=1.2, marker=".", ms=3, label=r["label"])
+    for name in names:
+        r = p["rungs"][name]
+        curves.scatter([r["mean_j"]], [100 * r["accuracy"]], marker="*", s=140, color=_COLOURS[name], edgecolor="black",
+                       zorder=4)
+    curves.axvline(p["budget_j"], color="black", lw=0.8, ls="--", label="matched budget (train)")
+    curves.set_xscale("log")
+    curves.set_xlabel("mean joules per query on test (log)")
+    curves.set_ylabel("accuracy on test (%)")
+    curves.set_title("operating curves (knobs on train); stars: the rungs at the budget", fontsize=10)
+    curves.legend(fontsize=8, loc="lower right")
+    curves.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return Path(path)

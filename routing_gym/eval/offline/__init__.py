@@ -1,0 +1,1 @@
+"""Off-policy evaluation (``ope``) and logged datasets for offline RL (``dataset``)."""

@@ -1,0 +1,1 @@
+"""Geometry of a tournament's operating points, below the envs and the evaluation: the fixed-model and task-aware hulls (``hull``) and the exact multi-objective fronts (``mo_fronts``) that the MO envs and the commands both read."""
