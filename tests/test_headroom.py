@@ -244,3 +244,29 @@ def test_the_leak_free_ceiling_reads_no_routed_models_outcome():
     assert out["inclusive"]["ci"][0] > 0  # the inclusive share leaks the candidates' outcomes
     assert out["leak_free"]["ci"][0] <= 0 and abs(out["leak_free"]["content_gain_pp"]) < 1.5
     assert out["inclusive"]["content_gain_pp"] > out["leak_free"]["content_gain_pp"] + 2.0
+
+
+def test_the_folds_reuse_the_strength_the_fit_on_all_of_train_chose(pools, monkeypatch):
+    """A nested router chooses its strength once, on all of train; every fold is fitted with that
+    choice fixed, and the choice is recorded (issue 48: folds and final fit disagreed)."""
+    import routing_gym_agents
+
+    from routing_gym.eval.headroom import _router_scorer, train_folds
+
+    made: list[dict] = []
+    real = routing_gym_agents.make_agent
+
+    def recording(name, **kwargs):
+        made.append(dict(kwargs))
+        return real(name, **kwargs)
+
+    monkeypatch.setattr(routing_gym_agents, "make_agent", recording)
+    t = pools[1.0]
+    config = HeadroomConfig(tournament=t, routers=["mf"], agent_kwargs={"mf": {"dim": 16}}, progress=False)
+    train_rows, test_rows = t.split_rows(config.train_split), t.split_rows(config.test_split)
+    folds = train_folds(t, train_rows, 3, seed=0)
+    scorer = _router_scorer("mf", config, t, train_rows, folds, test_rows)
+    assert len(made) == 4 and "strength" not in made[0]  # the fit on all of train chooses
+    chosen = made[1]["strength"]
+    assert all(m["strength"] == chosen for m in made[1:])
+    assert scorer.fit_info["strength"] == ("label only" if np.isinf(chosen) else chosen)

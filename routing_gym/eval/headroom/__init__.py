@@ -50,6 +50,7 @@ shares the price rule, the folds and the bootstrap plan defined here.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -130,6 +131,7 @@ class Scorer:
     train_e: np.ndarray
     test_p: np.ndarray
     test_e: np.ndarray
+    fit_info: dict[str, Any] = field(default_factory=dict)  # e.g. the strength a nested router chose on all of train
 
 
 @dataclass
@@ -278,14 +280,15 @@ def shared_difficulty_p(fit_correct: np.ndarray, fit_codes: np.ndarray, rows_cor
 
 def _cross_fitted(fit_predict: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
                   train_rows: np.ndarray, folds: list[np.ndarray], test_rows: np.ndarray) -> Scorer:
-    """A scorer from ``fit_predict(fit_rows, predict_rows) -> (P, E)``: out-of-fold on train, all of train on test."""
+    """A scorer from ``fit_predict(fit_rows, predict_rows) -> (P, E)``: out-of-fold on train, all of train on test.
+    The fit on all of train runs first, so a router can fix for its folds what that fit chose."""
+    test_p, test_e = fit_predict(train_rows, test_rows)
     k_p = [fit_predict(np.setdiff1d(train_rows, held), held) for held in folds]
     position = {row: i for i, row in enumerate(train_rows)}
     train_p, train_e = np.zeros((len(train_rows), k_p[0][0].shape[1])), np.zeros((len(train_rows), k_p[0][0].shape[1]))
     for held, (p, e) in zip(folds, k_p):
         at = np.array([position[r] for r in held])
         train_p[at], train_e[at] = p, e
-    test_p, test_e = fit_predict(train_rows, test_rows)
     return Scorer(train_p, train_e, test_p, test_e)
 
 
@@ -341,16 +344,25 @@ def _relabelled(t: Tournament, fit_rows: np.ndarray, heldout_rows: np.ndarray) -
 
 def _router_scorer(name: str, config: HeadroomConfig, t: Tournament, train_rows: np.ndarray, folds: list[np.ndarray],
                    test_rows: np.ndarray) -> Scorer:
-    """A content router fitted once per fold and once on all of train, asked for P (and E)."""
+    """A content router fitted on all of train, then once per fold, asked for P (and E). A router
+    that chooses a strength on validation (``chosen_strength``, agents/nested.py) chooses it in the
+    fit on all of train; the folds reuse it, so the cross-fitted train points that fix mu belong
+    to the same predictor as the test one."""
     from routing_gym_agents import FitContext, make_agent
     from routing_gym_agents.base import EnergyPredictor
 
     reward = Reward("gated_rank", dict(DEFAULT_COEFFICIENTS))  # recorded in fit logs; predictors train on outcomes
+    kwargs = dict(config.agent_kwargs.get(name, {}))
+    info: dict[str, Any] = {}
 
     def fit_predict(fit: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         copy = _relabelled(t, fit, rows)
-        agent = make_agent(name, **config.agent_kwargs.get(name, {}))
+        agent = make_agent(name, **kwargs)
         agent.fit(FitContext(tournament=copy, reward=reward, train_split=FIT_SPLIT, seed=config.seed, feedback="full"))
+        chosen = getattr(agent, "chosen_strength", None)
+        if chosen is not None and "strength" not in kwargs:  # the first fit (all of train) chose: the folds keep it
+            kwargs["strength"] = float(chosen)
+            info["strength"] = "label only" if math.isinf(chosen) else float(chosen)
         batch = ObservationBatch.from_tournament(copy, rows)
         p = np.asarray(agent.predict_correct(batch), dtype=np.float64)
         if p.shape != (len(rows), t.n_models) or not np.isfinite(p).all() or p.min() < 0 or p.max() > 1:
@@ -364,7 +376,9 @@ def _router_scorer(name: str, config: HeadroomConfig, t: Tournament, train_rows:
             e = fixed_hull.benchmark_means(t.energy_j[fit], t.benchmark_codes[fit], len(t.benchmarks))[t.benchmark_codes[rows]]
         return p, e
 
-    return _cross_fitted(fit_predict, train_rows, folds, test_rows)
+    scorer = _cross_fitted(fit_predict, train_rows, folds, test_rows)
+    scorer.fit_info.update(info)
+    return scorer
 
 
 def resolve_routers(config: HeadroomConfig) -> list[str]:
@@ -517,7 +531,7 @@ def run_headroom(config: HeadroomConfig) -> HeadroomResult:
         tic = time.perf_counter()
         try:
             router_rungs[name] = run.rung(name, _router_scorer(name, config, t, run.train_rows, run.folds, run.test_rows))
-            routers[name] = {"fit_s": time.perf_counter() - tic}
+            routers[name] = {"fit_s": time.perf_counter() - tic, **router_rungs[name].scorer.fit_info}
         except Exception as exc:  # one router's failure must not sink the ladder
             routers[name] = {"fit_s": time.perf_counter() - tic, "error": f"{type(exc).__name__}: {exc}"}
         if config.progress:
