@@ -309,7 +309,8 @@ def _markdown_headroom(result: CompareResult) -> list[str]:
     return ["## Headroom: what reading the question could add", "",
             f"At matched joules ({ladder['budget_j']:,.1f} J, where knowing difficulty is worth most on train; "
             f"knobs on train), content gain over the task-aware yardstick (pp, {c.confidence:.0%} CI): knowing each "
-            f"question's share of models right (privileged) {gain('shared_difficulty')}; the oracle {gain('oracle')}. "
+            f"question's share of models right (privileged; its map's form, {ladder['form']}, chosen on train) "
+            f"{gain('shared_difficulty')}; the oracle {gain('oracle')}. "
             f"Questions only one or two models answer carry {rare} of the oracle's lead. The full ladder with content "
             f"routers and their pairwise AUCs: `routing-gym headroom {result.tournament.card.name}`.", ""]
 

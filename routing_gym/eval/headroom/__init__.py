@@ -14,8 +14,9 @@ to the cheaper model) — and differs only in what it knows as ``P`` and ``E``:
    ``predict_energy(batch)`` where it has one, else per (benchmark, model) training joules; every
    router asked for is run and the one best on train is the rung (all are in ``routers``);
 4. ``shared_difficulty`` (privileged): the question's share of models right, ``s(x)``, known;
-   P_k(s) per (benchmark, model) from training outcomes, a logistic regression on a smooth
-   spline of s (``shared_difficulty_p``): knowing how hard a question is, not which model wins it.
+   P_k(s) per (benchmark, model) from training outcomes by a map whose form is chosen on train by
+   cross-fitted log loss (``forms.py``; ``ceiling_over_forms`` reports the rung under every form
+   beside it): knowing how hard a question is, not which model wins it.
    The share here includes the routed models' own outcomes, so the rung partly knows who was
    right (its pairwise AUC is above 0.5): it is the *inclusive* upper bound. ``leak_free_ceiling``
    reads difficulty only from models that are not routed: route among a random half of the
@@ -63,6 +64,7 @@ from routing_gym.errors import RoutingGymError, UsageError
 from routing_gym.eval.core.stats import BootstrapPlan, percentile_interval
 from routing_gym.eval.core.yardstick import train_yardsticks
 from routing_gym.eval.headroom import routability
+from routing_gym.eval.headroom.forms import FORM_RULE, SHARE_FORMS, choose_form, share_right, shared_difficulty_p
 from routing_gym.fronts import hull as fixed_hull
 from routing_gym.tournament import Tournament
 from routing_gym.tournament.duplicates import question_groups
@@ -77,7 +79,6 @@ DEFAULT_ROUTERS = ("cost-aware", "irt", "mf", "gbdt")  # those registered are ru
 MU_GRID = np.concatenate([[0.0], np.geomspace(1e-4, 1e3, 112)])
 TIE_PRICE = 1e-9  # added to every mu so equal P go to the cheaper model
 FIT_SPLIT, HELDOUT_SPLIT = "headroom:fit", "headroom:heldout"
-SHARE_KNOTS = 4  # the shared-difficulty map's spline: knots at 0, 1/3, 2/3, 1 of the share of models right
 BUDGET_CANDIDATES = 48
 LEAK_FREE_PARTITIONS = 5
 LEAK_FREE_RULE = (f"{LEAK_FREE_PARTITIONS} seeded random halvings of the pool: route among one half, read each "
@@ -167,6 +168,7 @@ class HeadroomResult:
     noise_floor: dict[str, Any]
     generator: dict[str, Any] | None
     leak_free: dict[str, Any] | None = None  # ``leak_free_ceiling``: None for a pool of fewer than 4 models
+    forms: dict[str, Any] | None = None  # ``ceiling_over_forms``: the chosen form, every form's log loss and ceiling
     elapsed_s: float = 0.0
     cpu_s: float = 0.0
 
@@ -234,50 +236,6 @@ def choose_budget(task: Rung, shared: Rung, low_j: float, high_j: float, n: int 
 
 
 # ---------------------------------------------------------------------- scorers
-def share_right(correct: np.ndarray) -> np.ndarray:
-    """``[n]`` each question's share of models right (mean correctness over the pool): its difficulty."""
-    return np.asarray(correct, dtype=np.float64).mean(axis=1)
-
-
-def shared_difficulty_p(fit_correct: np.ndarray, fit_codes: np.ndarray, rows_correct: np.ndarray,
-                        rows_codes: np.ndarray, n_benchmarks: int, fit_share: np.ndarray | None = None,
-                        rows_share: np.ndarray | None = None) -> np.ndarray:
-    """``[n, K]`` P(model k right | the question's share of models right, its benchmark): per
-    (benchmark, model) a logistic regression on a quadratic spline of the share (``SHARE_KNOTS``
-    knots over [0, 1]), fitted on the ``fit`` rows. The share is that of the ``K`` routed models
-    themselves (``share_right`` of the correctness given: it reads the candidates' own outcomes,
-    an upper bound) unless ``fit_share`` / ``rows_share`` give it from other, reference models
-    (leak-free: ``leak_free_ceiling``); ``rows_correct`` is read only for the inclusive share. Smooth, so that with many models the
-    argmax does not chase noise in small (benchmark, share) cells; flexible, so that models'
-    curves may cross (a cheap model as good as a large one on easy questions). A (benchmark,
-    model) with one outcome class gets its rate; a benchmark absent from the fit rows, the
-    model's fit over all benchmarks."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.preprocessing import SplineTransformer
-
-    spline = SplineTransformer(n_knots=SHARE_KNOTS, degree=2, knots=np.linspace(0, 1, SHARE_KNOTS)[:, None],
-                               extrapolation="constant").fit(np.array([[0.0], [1.0]]))
-    fit_share = share_right(fit_correct) if fit_share is None else np.asarray(fit_share, dtype=np.float64)
-    rows_share = share_right(rows_correct) if rows_share is None else np.asarray(rows_share, dtype=np.float64)
-    x_fit, x_rows = (spline.transform(share[:, None]) for share in (fit_share, rows_share))
-    right = np.asarray(fit_correct) >= 0.5
-    out = np.zeros((len(x_rows), right.shape[1]))
-
-    def fit(mask: np.ndarray, m: int, rows: np.ndarray) -> np.ndarray:
-        y = right[mask, m]
-        if y.all() or not y.any():
-            return np.full(int(rows.sum()), float(y.mean()) if len(y) else 0.5)
-        return LogisticRegression(max_iter=1000).fit(x_fit[mask], y).predict_proba(x_rows[rows])[:, 1]
-
-    for b in range(n_benchmarks):
-        rows = rows_codes == b
-        if rows.any():
-            mask = fit_codes == b if (fit_codes == b).any() else np.ones(len(fit_codes), dtype=bool)
-            for m in range(right.shape[1]):
-                out[rows, m] = fit(mask, m, rows)
-    return out
-
-
 def _cross_fitted(fit_predict: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
                   train_rows: np.ndarray, folds: list[np.ndarray], test_rows: np.ndarray) -> Scorer:
     """A scorer from ``fit_predict(fit_rows, predict_rows) -> (P, E)``: out-of-fold on train, all of train on test.
@@ -293,9 +251,10 @@ def _cross_fitted(fit_predict: Callable[[np.ndarray, np.ndarray], tuple[np.ndarr
 
 
 def _label_scorers(t: Tournament, train_rows: np.ndarray, folds: list[np.ndarray], test_rows: np.ndarray,
-                   share: np.ndarray | None = None) -> dict[str, Scorer]:
+                   share: np.ndarray | None = None, form: str = "spline") -> dict[str, Scorer]:
     """The scorers that read no text: fixed models, per-benchmark, shared difficulty (its share
-    from ``share``, ``[N]`` per query, when given: reference models' outcomes), oracle."""
+    from ``share``, ``[N]`` per query, when given: reference models' outcomes; its map of the
+    given ``form``, ``forms.py``), oracle."""
     codes, nb = t.benchmark_codes, len(t.benchmarks)
 
     def bench(values: np.ndarray, fit: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -310,7 +269,7 @@ def _label_scorers(t: Tournament, train_rows: np.ndarray, folds: list[np.ndarray
 
     def shared(fit: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         shares = (None, None) if share is None else (share[fit], share[rows])
-        p = shared_difficulty_p(t.correct[fit], codes[fit], t.correct[rows], codes[rows], nb, *shares)
+        p = shared_difficulty_p(t.correct[fit], codes[fit], t.correct[rows], codes[rows], nb, *shares, form=form)
         return p, bench(t.energy_j, fit, rows)
 
     scorers = {name: _cross_fitted(fn, train_rows, folds, test_rows)
@@ -417,6 +376,8 @@ class _Prepared:
     folds: list[np.ndarray]
     j_ref: float
     budget: float = float("nan")
+    form: str = "spline"  # the shared-difficulty map's form, chosen on train (forms.FORM_RULE)
+    form_log_loss: dict[str, float] = field(default_factory=dict)
 
     def curve(self, name: str, scorer: Scorer) -> Rung:
         r = Rung(name, scorer)
@@ -441,7 +402,9 @@ def _prepare(config: HeadroomConfig, t: Tournament, share: np.ndarray | None = N
     fixed_j = t.energy_j[train_rows].mean(axis=0)
     run = _Prepared(t, train_rows, test_rows, train_folds(t, train_rows, config.folds, config.seed),
                     max(float(fixed_j.max()), 1e-12))
-    rungs = {name: run.curve(name, s) for name, s in _label_scorers(t, train_rows, run.folds, test_rows, share).items()}
+    run.form, run.form_log_loss = choose_form(t.correct, t.benchmark_codes, len(t.benchmarks), train_rows, run.folds, share)
+    scorers = _label_scorers(t, train_rows, run.folds, test_rows, share, run.form)
+    rungs = {name: run.curve(name, s) for name, s in scorers.items()}
     run.budget = (config.budget_j if config.budget_j is not None else
                   choose_budget(rungs["task_aware_hull"], rungs["shared_difficulty"], float(fixed_j.min()), float(fixed_j.max())))
     for r in rungs.values():
@@ -454,7 +417,7 @@ def privileged_ladder(t: Tournament, config: HeadroomConfig) -> dict[str, Any]:
     budget, each label-only and privileged rung's statistics, and the oracle's lead by question."""
     run, rungs = _prepare(config, t)
     _statistics(config, t, run.train_rows, run.test_rows, rungs, {})
-    return {"budget_j": run.budget, "rungs": {n: r.stats for n, r in rungs.items()},
+    return {"budget_j": run.budget, "form": run.form, "rungs": {n: r.stats for n, r in rungs.items()},
             "oracle_lead": _oracle_lead(t, rungs, run.test_rows)}
 
 
@@ -485,11 +448,13 @@ def leak_free_ceiling(config: HeadroomConfig, t: Tournament, partitions: int = L
         reference_share = share_right(t.correct[:, reference])
         run, rungs = _prepare(config, half, share=reference_share)
         rungs = {"task_aware_hull": rungs["task_aware_hull"], "leak_free": rungs["shared_difficulty"]}
-        inclusive_scorer = _label_scorers(half, run.train_rows, run.folds, run.test_rows)["shared_difficulty"]
+        inclusive_form, _ = choose_form(half.correct, half.benchmark_codes, len(half.benchmarks), run.train_rows, run.folds)
+        inclusive_scorer = _label_scorers(half, run.train_rows, run.folds, run.test_rows, form=inclusive_form)["shared_difficulty"]
         rungs["inclusive"] = run.rung("inclusive", inclusive_scorer)
         _, _, _, boot = _statistics(config, half, run.train_rows, run.test_rows, rungs, {})
         record: dict[str, Any] = {"candidates": [t.model_ids[i] for i in candidates],
-                                  "reference": [t.model_ids[i] for i in reference], "budget_j": run.budget}
+                                  "reference": [t.model_ids[i] for i in reference], "budget_j": run.budget,
+                                  "form": {"leak_free": run.form, "inclusive": inclusive_form}}
         for name in gains:
             gains[name].append(rungs[name].stats["content_gain_pp"])
             boots[name].append(boot[name])
@@ -506,6 +471,22 @@ def leak_free_ceiling(config: HeadroomConfig, t: Tournament, partitions: int = L
                      "ci": [float(v) for v in percentile_interval(mean_boot, config.confidence)],
                      "pairwise_auc": float(np.nanmean(aucs[name]))}
     return out
+
+
+def ceiling_over_forms(config: HeadroomConfig, run: _Prepared, task: Rung) -> dict[str, Any]:
+    """The shared-difficulty rung under every form of ``forms.SHARE_FORMS`` at the run's budget,
+    beside the one chosen on train: content gains with paired intervals from one set of resamples."""
+    t = run.t
+    rungs = {"task_aware_hull": task}
+    for form in SHARE_FORMS:
+        scorer = _label_scorers(t, run.train_rows, run.folds, run.test_rows, form=form)["shared_difficulty"]
+        rungs[form] = run.rung(form, scorer)
+    _statistics(config, t, run.train_rows, run.test_rows, rungs, {})
+    ceilings = {form: {"content_gain_pp": rungs[form].stats["content_gain_pp"], "ci": rungs[form].stats["ci"],
+                       "mean_j": rungs[form].stats["mean_j"], "cross_fitted_log_loss": run.form_log_loss[form]}
+                for form in SHARE_FORMS}
+    gains = [c["content_gain_pp"] for c in ceilings.values()]
+    return {"chosen": run.form, "rule": FORM_RULE, "forms": ceilings, "range_pp": [float(min(gains)), float(max(gains))]}
 
 
 def _oracle_lead(t: Tournament, rungs: dict[str, Rung], test_rows: np.ndarray) -> dict[str, Any]:
@@ -556,11 +537,12 @@ def run_headroom(config: HeadroomConfig) -> HeadroomResult:
                              train_accuracy_at_budget=r.train_accuracy, rung=r.stats, mus=list(r.mus), weight=r.weight)
     lead = _oracle_lead(t, ordered, run.test_rows)
     leak_free = leak_free_ceiling(config, t) if t.n_models >= 4 else None
+    forms = ceiling_over_forms(config, run, rungs["task_aware_hull"])
     return HeadroomResult(
         config=config, tournament=t, budget_j=run.budget, rungs=ordered, routers=routers, best_router=best, steps=steps,
         hulls=hulls, fixed=fixed, scorer_auc=scorer_auc, oracle_lead=lead,
         noise_floor=routability.noise_floor(t.queries, t.correct, np.concatenate([run.train_rows, run.test_rows])),
-        generator=generator_signal(t), leak_free=leak_free, elapsed_s=time.perf_counter() - start,
+        generator=generator_signal(t), leak_free=leak_free, forms=forms, elapsed_s=time.perf_counter() - start,
         cpu_s=time.process_time() - cpu_start,
     )
 

@@ -57,6 +57,7 @@ def headroom_payload(result: HeadroomResult) -> dict[str, Any]:
         "generator": result.generator,
         "hulls": result.hulls,
         "leak_free": result.leak_free,
+        "forms": result.forms,
         "fixed_models": {"models": t.model_ids, **result.fixed},
         "elapsed_s": result.elapsed_s, "cpu_s": result.cpu_s,
     }
@@ -106,6 +107,7 @@ def markdown_report(result: HeadroomResult) -> str:
               "rung's content gain minus the previous rung's (paired). Privileged rungs read held-out outcomes and are "
               "not deployable: the shared-difficulty ceiling knows each question's share of models right (P per model "
               "mapped from it per benchmark on train), the oracle knows every outcome.", ""]
+    lines += _forms_lines(p["forms"], conf)
     lines += _leak_free_lines(p["leak_free"], conf)
     lines += ["## Routability: does the text say which model wins?", "",
               "| Scorer | Within-benchmark AUC | Pairwise AUC (disagreeing pairs) | Fit s |", "|---|---:|---:|---:|"]
@@ -142,6 +144,22 @@ def markdown_report(result: HeadroomResult) -> str:
                   f"{g['specialization_signal']:g} (text_signal {g['text_signal']}, noise {g['noise']}); {g['meaning']}.", ""]
     lines += [f"CPU {p['cpu_s']:.1f} s, wall {p['elapsed_s']:.1f} s (machine-dependent).", ""]
     return "\n".join(lines)
+
+
+def _forms_lines(forms: dict[str, Any] | None, conf: str) -> list[str]:
+    """The shared-difficulty ceiling under every form of its map, the chosen one marked."""
+    if not forms:
+        return []
+    low, high = forms["range_pp"]
+    lines = ["## The difficulty ceiling over the map's forms", "",
+             f"Form used above: **{forms['chosen']}** ({forms['rule']}). The ceiling under every form, at the same "
+             f"budget: {low:+.1f} to {high:+.1f} pp.", "",
+             f"| Form | Cross-fitted log loss (train) | Content gain pp [{conf} CI] | Mean J |", "|---|---:|---:|---:|"]
+    for form, f in forms["forms"].items():
+        mark = " (chosen)" if form == forms["chosen"] else ""
+        lines.append(f"| {form}{mark} | {f['cross_fitted_log_loss']:.4f} | {_ci(f['content_gain_pp'], f['ci'], '+.1f')} | "
+                     f"{f['mean_j']:,.1f} |")
+    return lines + [""]
 
 
 def _leak_free_lines(leak_free: dict[str, Any] | None, conf: str) -> list[str]:

@@ -1,0 +1,115 @@
+"""The shared-difficulty map's forms: P(model k right | the question's share of models right, its benchmark).
+
+A methods review found the ceiling moves by about ±1 pp over reasonable forms of this map, so
+the form is not picked by hand: every form of ``SHARE_FORMS`` is fitted on the training split
+with the headroom folds (out of fold: a question is scored by a fit that never saw it), the one
+with the lowest cross-fitted log loss is the rung's form (``FORM_RULE``, frozen here), and the
+ceiling of every form is reported beside it (``HeadroomResult.forms``). Test outcomes choose
+nothing.
+
+- ``linear``: per (benchmark, model) a logistic regression on the share;
+- ``spline``: per (benchmark, model) a logistic regression on a quadratic spline of the share
+  (``SHARE_KNOTS`` knots over [0, 1]): models' curves may cross (a cheap model as good as a
+  large one on easy questions);
+- ``terciles``: per (benchmark, model) a logistic regression on the share's tercile (cell
+  rates, shrunk by the regression's L2 penalty);
+- ``pooled-spline``: per model one logistic regression on the spline plus the benchmark's
+  one-hot, fitted on every benchmark at once (the curve's shape shared, its level per benchmark).
+
+A (benchmark, model) with one outcome class gets its rate; a benchmark absent from the fit rows,
+the model's fit over all benchmarks.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+SHARE_KNOTS = 4  # the spline: knots at 0, 1/3, 2/3, 1 of the share of models right
+SHARE_FORMS = ("linear", "spline", "terciles", "pooled-spline")
+FORM_RULE = (f"of the forms {', '.join(SHARE_FORMS)}, the one with the lowest cross-fitted log loss of the training "
+             "outcomes (the headroom folds: each question scored by a fit that never saw it); test outcomes choose nothing")
+LOG_LOSS_CLIP = 1e-6
+
+
+def share_right(correct: np.ndarray) -> np.ndarray:
+    """``[n]`` each question's share of models right (mean correctness over the pool): its difficulty."""
+    return np.asarray(correct, dtype=np.float64).mean(axis=1)
+
+
+def _features(form: str, share: np.ndarray, codes: np.ndarray, n_benchmarks: int) -> np.ndarray:
+    if form == "linear":
+        return share[:, None]
+    if form == "terciles":
+        return np.eye(3)[np.minimum((share * 3).astype(int), 2)]
+    from sklearn.preprocessing import SplineTransformer
+
+    spline = SplineTransformer(n_knots=SHARE_KNOTS, degree=2, knots=np.linspace(0, 1, SHARE_KNOTS)[:, None],
+                               extrapolation="constant").fit(np.array([[0.0], [1.0]]))
+    x = spline.transform(share[:, None])
+    return np.hstack([x, np.eye(n_benchmarks)[codes]]) if form == "pooled-spline" else x
+
+
+def shared_difficulty_p(fit_correct: np.ndarray, fit_codes: np.ndarray, rows_correct: np.ndarray,
+                        rows_codes: np.ndarray, n_benchmarks: int, fit_share: np.ndarray | None = None,
+                        rows_share: np.ndarray | None = None, form: str = "spline") -> np.ndarray:
+    """``[n, K]`` P(model k right | share, benchmark) under ``form`` (module docstring), fitted on the
+    ``fit`` rows. The share is that of the ``K`` routed models themselves (``share_right`` of the
+    correctness given: it reads the candidates' own outcomes, an upper bound) unless ``fit_share``
+    / ``rows_share`` give it from other, reference models (leak-free: ``leak_free_ceiling``);
+    ``rows_correct`` is read only for the inclusive share."""
+    from sklearn.linear_model import LogisticRegression
+
+    if form not in SHARE_FORMS:
+        raise ValueError(f"unknown shared-difficulty form {form!r}; forms: {SHARE_FORMS}")
+    fit_share = share_right(fit_correct) if fit_share is None else np.asarray(fit_share, dtype=np.float64)
+    rows_share = share_right(rows_correct) if rows_share is None else np.asarray(rows_share, dtype=np.float64)
+    x_fit = _features(form, fit_share, fit_codes, n_benchmarks)
+    x_rows = _features(form, rows_share, rows_codes, n_benchmarks)
+    right = np.asarray(fit_correct) >= 0.5
+    out = np.zeros((len(x_rows), right.shape[1]))
+
+    def fit(mask: np.ndarray, m: int, rows: np.ndarray) -> np.ndarray:
+        y = right[mask, m]
+        if y.all() or not y.any():
+            return np.full(int(rows.sum()), float(y.mean()) if len(y) else 0.5)
+        return LogisticRegression(max_iter=1000).fit(x_fit[mask], y).predict_proba(x_rows[rows])[:, 1]
+
+    if form == "pooled-spline":
+        every = np.ones(len(fit_codes), dtype=bool)
+        for m in range(right.shape[1]):
+            out[:, m] = fit(every, m, np.ones(len(rows_codes), dtype=bool))
+        return out
+    for b in range(n_benchmarks):
+        rows = rows_codes == b
+        if rows.any():
+            mask = fit_codes == b if (fit_codes == b).any() else np.ones(len(fit_codes), dtype=bool)
+            for m in range(right.shape[1]):
+                out[rows, m] = fit(mask, m, rows)
+    return out
+
+
+def cross_fitted_log_loss(predict: Callable[[np.ndarray, np.ndarray], np.ndarray], correct: np.ndarray,
+                          train_rows: np.ndarray, folds: list[np.ndarray]) -> float:
+    """Mean log loss of ``predict(fit_rows, held_rows) -> [n, K]`` P on every training outcome, out of fold."""
+    losses = []
+    for held in folds:
+        p = np.clip(predict(np.setdiff1d(train_rows, held), held), LOG_LOSS_CLIP, 1 - LOG_LOSS_CLIP)
+        y = np.asarray(correct[held]) >= 0.5
+        losses.append(-(y * np.log(p) + (~y) * np.log(1 - p)))
+    return float(np.concatenate(losses).mean())
+
+
+def choose_form(correct: np.ndarray, codes: np.ndarray, n_benchmarks: int, train_rows: np.ndarray,
+                folds: list[np.ndarray], share: np.ndarray | None = None) -> tuple[str, dict[str, float]]:
+    """``FORM_RULE``: the chosen form and every form's cross-fitted log loss (``share``, ``[N]``:
+    the difficulty read from reference models, else the routed models' own share)."""
+    def predictor(form: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        def predict(fit: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            shares = (None, None) if share is None else (share[fit], share[rows])
+            return shared_difficulty_p(correct[fit], codes[fit], correct[rows], codes[rows], n_benchmarks, *shares, form=form)
+        return predict
+
+    losses = {form: cross_fitted_log_loss(predictor(form), correct, train_rows, folds) for form in SHARE_FORMS}
+    return min(losses, key=losses.get), losses
