@@ -140,8 +140,12 @@ def test_the_form_is_chosen_by_cross_fitted_log_loss_and_a_shared_shape_loses_wh
     correct[share == 1.0] = 1.0
     correct[share == 0.5, winner[share == 0.5]] = 1.0
     rows = np.arange(n)
-    folds = [rows[i::3] for i in range(3)]
-    chosen, losses = choose_form(correct, codes, 2, rows, folds)
+    out_of_fold = {form: np.zeros_like(correct) for form in SHARE_FORMS}
+    for held in (rows[i::3] for i in range(3)):
+        fit = np.setdiff1d(rows, held)
+        for form in SHARE_FORMS:
+            out_of_fold[form][held] = shared_difficulty_p(correct[fit], codes[fit], correct[held], codes[held], 2, form=form)
+    chosen, losses = choose_form(out_of_fold, correct)
     assert set(losses) == set(SHARE_FORMS) and chosen == min(losses, key=losses.get)
     assert losses["pooled-spline"] > losses["spline"]  # one shape per model, only shifted by benchmark, fits worse
 

@@ -250,30 +250,44 @@ def _cross_fitted(fit_predict: Callable[[np.ndarray, np.ndarray], tuple[np.ndarr
     return Scorer(train_p, train_e, test_p, test_e)
 
 
-def _label_scorers(t: Tournament, train_rows: np.ndarray, folds: list[np.ndarray], test_rows: np.ndarray,
-                   share: np.ndarray | None = None, form: str = "spline") -> dict[str, Scorer]:
-    """The scorers that read no text: fixed models, per-benchmark, shared difficulty (its share
-    from ``share``, ``[N]`` per query, when given: reference models' outcomes; its map of the
-    given ``form``, ``forms.py``), oracle."""
+def _bench_means(t: Tournament, values: np.ndarray, fit: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``[len(rows), K]`` each row's (benchmark, model) mean of ``values`` over the ``fit`` rows."""
+    codes = t.benchmark_codes
+    return fixed_hull.benchmark_means(values[fit], codes[fit], len(t.benchmarks))[codes[rows]]
+
+
+def _shared_scorers(t: Tournament, train_rows: np.ndarray, folds: list[np.ndarray], test_rows: np.ndarray,
+                    share: np.ndarray | None = None) -> dict[str, Scorer]:
+    """The shared-difficulty scorer under every form of ``forms.SHARE_FORMS``, cross-fitted: its
+    share from ``share``, ``[N]`` per query, when given (reference models' outcomes), else the
+    routed models' own. Their out-of-fold training P is what ``forms.choose_form`` reads."""
     codes, nb = t.benchmark_codes, len(t.benchmarks)
 
-    def bench(values: np.ndarray, fit: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        return fixed_hull.benchmark_means(values[fit], codes[fit], nb)[codes[rows]]
+    def shared(form: str) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        def fit_predict(fit: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            shares = (None, None) if share is None else (share[fit], share[rows])
+            p = shared_difficulty_p(t.correct[fit], codes[fit], t.correct[rows], codes[rows], nb, *shares, form=form)
+            return p, _bench_means(t, t.energy_j, fit, rows)
+        return fit_predict
+
+    return {form: _cross_fitted(shared(form), train_rows, folds, test_rows) for form in SHARE_FORMS}
+
+
+def _label_scorers(t: Tournament, train_rows: np.ndarray, folds: list[np.ndarray], test_rows: np.ndarray,
+                   shared: Scorer) -> dict[str, Scorer]:
+    """The scorers that read no text: fixed models, per-benchmark, shared difficulty (``shared``:
+    one form's scorer of ``_shared_scorers``), oracle."""
 
     def fixed(fit: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return (np.broadcast_to(t.correct[fit].mean(axis=0), (len(rows), t.n_models)),
                 np.broadcast_to(t.energy_j[fit].mean(axis=0), (len(rows), t.n_models)))
 
     def task(fit: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return bench(t.correct, fit, rows), bench(t.energy_j, fit, rows)
+        return _bench_means(t, t.correct, fit, rows), _bench_means(t, t.energy_j, fit, rows)
 
-    def shared(fit: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        shares = (None, None) if share is None else (share[fit], share[rows])
-        p = shared_difficulty_p(t.correct[fit], codes[fit], t.correct[rows], codes[rows], nb, *shares, form=form)
-        return p, bench(t.energy_j, fit, rows)
-
-    scorers = {name: _cross_fitted(fn, train_rows, folds, test_rows)
-               for name, fn in (("fixed_model_hull", fixed), ("task_aware_hull", task), ("shared_difficulty", shared))}
+    scorers = {name: _cross_fitted(fn, train_rows, folds, test_rows) for name, fn in (("fixed_model_hull", fixed),
+                                                                                      ("task_aware_hull", task))}
+    scorers["shared_difficulty"] = shared
     scorers["oracle"] = Scorer(t.correct[train_rows], t.energy_j[train_rows], t.correct[test_rows], t.energy_j[test_rows])
     return scorers
 
@@ -332,7 +346,7 @@ def _router_scorer(name: str, config: HeadroomConfig, t: Tournament, train_rows:
             if e.shape != p.shape or not np.isfinite(e).all():
                 raise RoutingGymError(f"router {name!r}: predict_energy returned shape {e.shape} or non-finite joules")
         else:
-            e = fixed_hull.benchmark_means(t.energy_j[fit], t.benchmark_codes[fit], len(t.benchmarks))[t.benchmark_codes[rows]]
+            e = _bench_means(t, t.energy_j, fit, rows)
         return p, e
 
     scorer = _cross_fitted(fit_predict, train_rows, folds, test_rows)
@@ -378,6 +392,7 @@ class _Prepared:
     budget: float = float("nan")
     form: str = "spline"  # the shared-difficulty map's form, chosen on train (forms.FORM_RULE)
     form_log_loss: dict[str, float] = field(default_factory=dict)
+    form_scorers: dict[str, Scorer] = field(default_factory=dict)  # the shared-difficulty scorer under every form
 
     def curve(self, name: str, scorer: Scorer) -> Rung:
         r = Rung(name, scorer)
@@ -402,8 +417,9 @@ def _prepare(config: HeadroomConfig, t: Tournament, share: np.ndarray | None = N
     fixed_j = t.energy_j[train_rows].mean(axis=0)
     run = _Prepared(t, train_rows, test_rows, train_folds(t, train_rows, config.folds, config.seed),
                     max(float(fixed_j.max()), 1e-12))
-    run.form, run.form_log_loss = choose_form(t.correct, t.benchmark_codes, len(t.benchmarks), train_rows, run.folds, share)
-    scorers = _label_scorers(t, train_rows, run.folds, test_rows, share, run.form)
+    run.form_scorers = _shared_scorers(t, train_rows, run.folds, test_rows, share)
+    run.form, run.form_log_loss = choose_form({f: s.train_p for f, s in run.form_scorers.items()}, t.correct[train_rows])
+    scorers = _label_scorers(t, train_rows, run.folds, test_rows, run.form_scorers[run.form])
     rungs = {name: run.curve(name, s) for name, s in scorers.items()}
     run.budget = (config.budget_j if config.budget_j is not None else
                   choose_budget(rungs["task_aware_hull"], rungs["shared_difficulty"], float(fixed_j.min()), float(fixed_j.max())))
@@ -448,8 +464,9 @@ def leak_free_ceiling(config: HeadroomConfig, t: Tournament, partitions: int = L
         reference_share = share_right(t.correct[:, reference])
         run, rungs = _prepare(config, half, share=reference_share)
         rungs = {"task_aware_hull": rungs["task_aware_hull"], "leak_free": rungs["shared_difficulty"]}
-        inclusive_form, _ = choose_form(half.correct, half.benchmark_codes, len(half.benchmarks), run.train_rows, run.folds)
-        inclusive_scorer = _label_scorers(half, run.train_rows, run.folds, run.test_rows, form=inclusive_form)["shared_difficulty"]
+        inclusive_scorers = _shared_scorers(half, run.train_rows, run.folds, run.test_rows)
+        inclusive_form, _ = choose_form({f: s.train_p for f, s in inclusive_scorers.items()}, half.correct[run.train_rows])
+        inclusive_scorer = inclusive_scorers[inclusive_form]
         rungs["inclusive"] = run.rung("inclusive", inclusive_scorer)
         _, _, _, boot = _statistics(config, half, run.train_rows, run.test_rows, rungs, {})
         record: dict[str, Any] = {"candidates": [t.model_ids[i] for i in candidates],
@@ -479,8 +496,7 @@ def ceiling_over_forms(config: HeadroomConfig, run: _Prepared, task: Rung) -> di
     t = run.t
     rungs = {"task_aware_hull": task}
     for form in SHARE_FORMS:
-        scorer = _label_scorers(t, run.train_rows, run.folds, run.test_rows, form=form)["shared_difficulty"]
-        rungs[form] = run.rung(form, scorer)
+        rungs[form] = run.rung(form, run.form_scorers[form])
     _statistics(config, t, run.train_rows, run.test_rows, rungs, {})
     ceilings = {form: {"content_gain_pp": rungs[form].stats["content_gain_pp"], "ci": rungs[form].stats["ci"],
                        "mean_j": rungs[form].stats["mean_j"], "cross_fitted_log_loss": run.form_log_loss[form]}

@@ -22,7 +22,7 @@ the model's fit over all benchmarks.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Mapping
 
 import numpy as np
 
@@ -90,26 +90,15 @@ def shared_difficulty_p(fit_correct: np.ndarray, fit_codes: np.ndarray, rows_cor
     return out
 
 
-def cross_fitted_log_loss(predict: Callable[[np.ndarray, np.ndarray], np.ndarray], correct: np.ndarray,
-                          train_rows: np.ndarray, folds: list[np.ndarray]) -> float:
-    """Mean log loss of ``predict(fit_rows, held_rows) -> [n, K]`` P on every training outcome, out of fold."""
-    losses = []
-    for held in folds:
-        p = np.clip(predict(np.setdiff1d(train_rows, held), held), LOG_LOSS_CLIP, 1 - LOG_LOSS_CLIP)
-        y = np.asarray(correct[held]) >= 0.5
-        losses.append(-(y * np.log(p) + (~y) * np.log(1 - p)))
-    return float(np.concatenate(losses).mean())
+def log_loss(p: np.ndarray, correct: np.ndarray) -> float:
+    """Mean log loss of ``[n, K]`` P(right) against the outcomes (P clipped to ``LOG_LOSS_CLIP``)."""
+    p = np.clip(p, LOG_LOSS_CLIP, 1 - LOG_LOSS_CLIP)
+    y = np.asarray(correct) >= 0.5
+    return float(-(y * np.log(p) + (~y) * np.log(1 - p)).mean())
 
 
-def choose_form(correct: np.ndarray, codes: np.ndarray, n_benchmarks: int, train_rows: np.ndarray,
-                folds: list[np.ndarray], share: np.ndarray | None = None) -> tuple[str, dict[str, float]]:
-    """``FORM_RULE``: the chosen form and every form's cross-fitted log loss (``share``, ``[N]``:
-    the difficulty read from reference models, else the routed models' own share)."""
-    def predictor(form: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-        def predict(fit: np.ndarray, rows: np.ndarray) -> np.ndarray:
-            shares = (None, None) if share is None else (share[fit], share[rows])
-            return shared_difficulty_p(correct[fit], codes[fit], correct[rows], codes[rows], n_benchmarks, *shares, form=form)
-        return predict
-
-    losses = {form: cross_fitted_log_loss(predictor(form), correct, train_rows, folds) for form in SHARE_FORMS}
+def choose_form(out_of_fold_p: Mapping[str, np.ndarray], correct: np.ndarray) -> tuple[str, dict[str, float]]:
+    """``FORM_RULE``: the chosen form and every form's log loss, from each form's out-of-fold
+    ``[n, K]`` P on the training rows (``correct``: their outcomes)."""
+    losses = {form: log_loss(out_of_fold_p[form], correct) for form in SHARE_FORMS}
     return min(losses, key=losses.get), losses
