@@ -284,7 +284,8 @@ def test_the_folds_reuse_the_strength_the_fit_on_all_of_train_chose(pools, monke
     choice fixed, and the choice is recorded (issue 48: folds and final fit disagreed)."""
     import routing_gym_agents
 
-    from routing_gym.eval.headroom import _router_scorer, train_folds
+    from routing_gym.eval.headroom.ladder import grouped_folds
+    from routing_gym.eval.headroom.routers import router_scorer
 
     made: list[dict] = []
     real = routing_gym_agents.make_agent
@@ -297,9 +298,89 @@ def test_the_folds_reuse_the_strength_the_fit_on_all_of_train_chose(pools, monke
     t = pools[1.0]
     config = HeadroomConfig(tournament=t, routers=["mf"], agent_kwargs={"mf": {"dim": 16}}, progress=False)
     train_rows, test_rows = t.split_rows(config.train_split), t.split_rows(config.test_split)
-    folds = train_folds(t, train_rows, 3, seed=0)
-    scorer = _router_scorer("mf", config, t, train_rows, folds, test_rows)
+    folds = grouped_folds(t, train_rows, 3, seed=0)
+    scorer = router_scorer("mf", t, config.seed, config.agent_kwargs["mf"], train_rows, folds, test_rows)
     assert len(made) == 4 and "strength" not in made[0]  # the fit on all of train chooses
     chosen = made[1]["strength"]
     assert all(m["strength"] == chosen for m in made[1:])
     assert scorer.fit_info["strength"] == ("label only" if np.isinf(chosen) else chosen)
+
+
+def test_a_curve_is_read_between_its_two_knob_values_around_the_joules():
+    from routing_gym.eval.headroom.ladder import chain_slope_at, curve_accuracy_at
+
+    curve_j, curve_acc = np.array([10.0, 20.0, 40.0]), np.array([0.5, 0.7, 0.8])
+    read = curve_accuracy_at(curve_j, curve_acc, np.array([10.0, 15.0, 30.0, 40.0, 5.0, 50.0]))
+    np.testing.assert_allclose(read, [0.5, 0.6, 0.75, 0.8, 0.5, 0.8])  # beyond an end: the end (reported as None)
+    # per resample: [B, 1, V] curves against [1, J] joules give [B, J]
+    boot = curve_accuracy_at(np.stack([curve_j, curve_j + 10])[:, None, :], np.stack([curve_acc, curve_acc])[:, None, :],
+                             np.array([[15.0, 30.0]]))
+    np.testing.assert_allclose(boot, [[0.6, 0.75], [0.5, 0.7]])
+    chain_j, chain_acc = np.array([0.0, 10.0, 20.0]), np.array([0.0, 0.5, 0.6])
+    np.testing.assert_allclose(chain_slope_at(chain_j, chain_acc, np.array([5.0, 15.0, 25.0])), [0.05, 0.01, 0.0])
+
+
+def test_every_rung_is_read_at_common_joules_and_steps_are_taken_at_the_budget(results):
+    r = results[1.0]
+    common = r.common
+    assert common["joules"][0] == pytest.approx(r.budget_j)
+    assert list(common["rungs"]) == list(RUNGS)
+    steps = {s["to"]: s for s in r.steps}
+    at_budget = {n: pts[0]["content_gain_pp"] for n, pts in common["rungs"].items()}
+    for a, b in zip(RUNGS, RUNGS[1:]):
+        # a step is the difference of the two rungs' accuracy at the same joules (the yardstick cancels)
+        assert steps[b]["at_j"] == pytest.approx(r.budget_j)
+        assert steps[b]["content_gain_step_pp"] == pytest.approx(at_budget[b] - at_budget[a])
+    for name, rung in r.rungs.items():
+        assert rung.stats["yardstick_slope_pp_per_j"] >= 0, name
+        reached = [p for p in common["rungs"][name] if p["content_gain_pp"] is not None]
+        test_j = rung.curve_energy.mean(axis=1)
+        for p in reached:  # read only where the rung's test curve reaches
+            assert test_j.min() - 1e-9 <= p["joules"] <= test_j.max() + 1e-9
+            assert p["ci"][0] <= p["content_gain_pp"] <= p["ci"][1]
+
+
+def test_on_one_benchmark_the_label_rung_is_the_fixed_model_rung_at_every_common_joule(pools):
+    t = pools[1.0]
+    one = t.subset(benchmarks=[t.benchmarks[0]])
+    result = run_headroom(HeadroomConfig(tournament=one, routers=["cost-aware"], n_bootstrap=100, progress=False,
+                                         whole_folds=0))
+    fixed, task = result.common["rungs"]["fixed_model_hull"], result.common["rungs"]["task_aware_hull"]
+    for f, k in zip(fixed, task):
+        if f["content_gain_pp"] is not None and k["content_gain_pp"] is not None:
+            assert k["content_gain_pp"] == pytest.approx(f["content_gain_pp"], abs=1e-9)
+    assert result.whole == {"router": "cost-aware", "skipped": "turned off (--whole-folds 0)"}
+
+
+def test_the_whole_tournament_cross_fit_narrows_the_content_rung_and_scores_each_question_unseen(results, pools):
+    from routing_gym.eval.headroom.ladder import grouped_folds, out_of_fold
+
+    for s, r in results.items():
+        whole, split = r.whole, r.rungs["content_router"].stats
+        assert whole["n_queries"] == len(pools[s].split_rows("train")) + len(pools[s].split_rows("test"))
+        width_whole, width_split = whole["ci"][1] - whole["ci"][0], split["ci"][1] - split["ci"][0]
+        assert width_whole < 0.8 * width_split, (s, whole["ci"], split["ci"])
+        assert whole["ci"][0] <= whole["content_gain_pp"] <= whole["ci"][1]
+    assert results[1.0].whole["step_ci"][0] > 2.0  # the topic-reading router climbs over the label rung
+    assert results[0.0].whole["step_over_label_pp"] < results[1.0].whole["step_over_label_pp"] - 5
+    step = results[1.0].whole["step_over_label_pp"]
+    assert step == pytest.approx(results[1.0].whole["content_gain_pp"] - results[1.0].whole["task_aware_hull"]["content_gain_pp"])
+    t = pools[1.0]
+    rows = np.union1d(t.split_rows("train"), t.split_rows("test"))
+    folds = grouped_folds(t, rows, 5, seed=0)
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def recording(fit, held):
+        seen.append((fit, held))
+        return np.zeros((len(held), t.n_models)), np.zeros((len(held), t.n_models))
+
+    out_of_fold(recording, rows, folds)
+    assert sorted(np.concatenate([h for _, h in seen]).tolist()) == rows.tolist()  # each question scored once
+    assert all(not np.intersect1d(fit, held).size for fit, held in seen)  # by a fit that never saw it
+
+
+def test_the_whole_tournament_cross_fit_is_skipped_when_predicted_over_its_time_budget(pools):
+    t = pools[0.0]
+    r = run_headroom(HeadroomConfig(tournament=t, routers=["cost-aware"], n_bootstrap=100, progress=False,
+                                    whole_budget_s=0.0))
+    assert r.whole["predicted_s"] > 0 and "over the 0 s budget" in r.whole["skipped"]

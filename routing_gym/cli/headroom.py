@@ -15,8 +15,9 @@ def add_commands(cli) -> None:
         help="why no router reads the question: the ladder from the fixed-model hull to the oracle at matched joules, "
              "within-benchmark and pairwise AUCs, the oracle's lead by question, the noise floor",
         description="At matched joules (knobs chosen on train with cross-fitted predictions), each rung's content gain "
-        "over the task-aware yardstick on test with a paired bootstrap CI: fixed-model hull, task-aware hull, the best content "
-        "router (correctness predictors), the shared-difficulty ceiling (privileged: each question's share of models "
+        "over the task-aware yardstick on test with a paired bootstrap CI and the yardstick's local slope, and every "
+        "rung at common joules: fixed-model hull, task-aware hull, the best content router (correctness predictors), "
+        "the shared-difficulty ceiling (privileged: each question's share of models "
         "right) and the oracle. Also the routers' within-benchmark and pairwise AUCs, how much of the oracle's lead comes "
         "from questions only one or two models answer, the guessing rate and disagreement between copies of a question, "
         "and on procedural pools the generator's specialization_signal. Writes headroom.json, table.md and headroom.png "
@@ -29,9 +30,15 @@ def add_commands(cli) -> None:
                         f"{','.join(DEFAULT_ROUTERS)} that are registered)")
     p.add_argument("--agent-kwargs", default="{}", help="constructor kwargs per router as JSON, e.g. '{\"cost-aware\": {\"dim\": 32}}'")
     p.add_argument("--budget-j", type=float, default=None,
-                   help="matched budget in mean joules per query (default: the training joules of the most accurate "
-                        "per-benchmark route)")
+                   help="matched budget in mean joules per query (default: where knowing each question's difficulty "
+                        "is worth most on train, cross-fitted); every rung is also read at a grid of common joules")
     p.add_argument("--folds", type=positive_int, default=3, help="cross-fitting folds of the training split (default: %(default)s)")
+    p.add_argument("--whole-folds", type=int, default=5,
+                   help="cross-fit the best content router over the whole tournament (train and test) in this many folds, "
+                        "for a narrower interval; 0 turns it off (default: %(default)s)")
+    p.add_argument("--whole-budget-s", type=float, default=120.0,
+                   help="run the whole-tournament cross-fit only when its fitting is predicted (from the router's fits on "
+                        "train) to take at most this many seconds (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="router and fold seed (default: %(default)s)")
     p.add_argument("--train-split", default="train")
     p.add_argument("--test-split", default="test")
@@ -49,7 +56,7 @@ def cmd_headroom(args: argparse.Namespace) -> int:
     config = HeadroomConfig(tournament=args.tournament, routers=routers,
                             agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"), budget_j=args.budget_j,
                             folds=args.folds, seed=args.seed, train_split=args.train_split, test_split=args.test_split,
-                            n_bootstrap=args.bootstrap)
+                            n_bootstrap=args.bootstrap, whole_folds=args.whole_folds, whole_budget_s=args.whole_budget_s)
     result = run_headroom(config)  # bad settings raise UsageError before any fitting
     paths = write_headroom_outputs(result, args.out, plots=not args.no_plots)
     print(paths["table.md"].read_text())

@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from routing_gym.eval.core.jsonsafe import strict_json
-from routing_gym.eval.headroom import BUDGET_RULE, MU_GRID, PRIVILEGED_RUNGS, RUNG_LABELS, HeadroomResult
+from routing_gym.eval.headroom import (
+    BUDGET_RULE,
+    MU_GRID,
+    PRIVILEGED_RUNGS,
+    RUNG_LABELS,
+    HeadroomResult,
+)
 
 
 def rung_label(result: HeadroomResult, name: str) -> str:
@@ -38,7 +44,7 @@ def headroom_payload(result: HeadroomResult) -> dict[str, Any]:
             "auc": "within-benchmark AUC: per (benchmark, model), pooled over (right, wrong) pairs; pairwise AUC: per "
                    "(benchmark, model pair), over questions exactly one of the two answers right, the AUC of P_i - P_j, "
                    "pooled over pairs (0.5 for any scorer that knows only difficulty's average or the label)",
-            "routers": list(result.routers), "agent_kwargs": c.agent_kwargs,
+            "confidence": c.confidence, "routers": list(result.routers), "agent_kwargs": c.agent_kwargs,
         },
         "budget_j": result.budget_j,
         "rungs": {name: {"label": rung_label(result, name), "privileged": name in PRIVILEGED_RUNGS,
@@ -58,6 +64,8 @@ def headroom_payload(result: HeadroomResult) -> dict[str, Any]:
         "hulls": result.hulls,
         "leak_free": result.leak_free,
         "forms": result.forms,
+        "common_joules": result.common,
+        "whole_tournament": result.whole,
         "fixed_models": {"models": t.model_ids, **result.fixed},
         "elapsed_s": result.elapsed_s, "cpu_s": result.cpu_s,
     }
@@ -94,19 +102,24 @@ def markdown_report(result: HeadroomResult) -> str:
              f"{tour['n_test']} held-out queries ({tour['test_split']}), knobs chosen on {tour['n_train']} "
              f"({tour['train_split']}) with cross-fitted predictions; matched budget {p['budget_j']:,.1f} J "
              f"({p['settings']['budget_rule']}).", "",
-             f"| Rung | Accuracy % [{conf} CI] | Mean J [{conf} CI] | Content gain pp [{conf} CI] | Step pp [{conf} CI] | "
-             f"Routing gain pp [{conf} CI] |", "|---|---:|---:|---:|---:|---:|"]
+             f"| Rung | Accuracy % [{conf} CI] | Mean J [{conf} CI] | Content gain pp [{conf} CI] | Yardstick slope pp/J | "
+             f"Step at {p['budget_j']:,.1f} J pp [{conf} CI] | Routing gain pp [{conf} CI] |", "|---|---:|---:|---:|---:|---:|---:|"]
     steps = {s["to"]: s for s in p["steps"]}
     for name, r in p["rungs"].items():
         step = steps.get(name)
         lines.append(f"| {r['label']} | {_ci(100 * r['accuracy'], [100 * v for v in r['accuracy_ci']], '.1f')} | "
                      f"{_ci(r['mean_j'], r['mean_j_ci'], ',.1f')} | {_ci(r['content_gain_pp'], r['ci'], '+.1f')} | "
+                     f"{r['yardstick_slope_pp_per_j']:.3f} | "
                      f"{_ci(step['content_gain_step_pp'], step['ci'], '+.1f') if step else '—'} | "
                      f"{_ci(r['routing_gain_pp'], r['routing_gain_ci'], '+.1f')} |")
-    lines += ["", "Content gain: accuracy minus the task-aware yardstick's (chosen on train) at the rung's mean joules on test; step: the "
-              "rung's content gain minus the previous rung's (paired). Privileged rungs read held-out outcomes and are "
+    lines += ["", "Content gain: accuracy minus the task-aware yardstick's (chosen on train) at the rung's mean joules on test; "
+              "yardstick slope: how many pp the yardstick rises per joule there (a rung 1 J off the budget moves its gain by "
+              "about that much); step: the rung's accuracy minus the previous rung's, both read along their test curves at "
+              "the budget (paired; — where a rung's curve does not reach it). Privileged rungs read held-out outcomes and are "
               "not deployable: the shared-difficulty ceiling knows each question's share of models right (P per model "
               "mapped from it per benchmark on train), the oracle knows every outcome.", ""]
+    lines += _common_lines(p["common_joules"], result, conf)
+    lines += _whole_lines(p["whole_tournament"], p["rungs"].get("content_router"), tour["n_test"], conf)
     lines += _forms_lines(p["forms"], conf)
     lines += _leak_free_lines(p["leak_free"], conf)
     lines += ["## Routability: does the text say which model wins?", "",
@@ -144,6 +157,46 @@ def markdown_report(result: HeadroomResult) -> str:
                   f"{g['specialization_signal']:g} (text_signal {g['text_signal']}, noise {g['noise']}); {g['meaning']}.", ""]
     lines += [f"CPU {p['cpu_s']:.1f} s, wall {p['elapsed_s']:.1f} s (machine-dependent).", ""]
     return "\n".join(lines)
+
+
+def _common_lines(common: dict[str, Any] | None, result: HeadroomResult, conf: str) -> list[str]:
+    """Every rung's content gain at each common J: the ladder as curves over joules, in numbers."""
+    if not common:
+        return []
+    names = list(common["rungs"])
+    lines = ["## The ladder at common joules", "",
+             f"Content gain pp [{conf} CI] of each rung read along its test curve at the same joules ({common['rule']}); the "
+             "first row is the budget. — : the rung's curve does not reach those joules.", "",
+             "| J | " + " | ".join(rung_label(result, n) for n in names) + " |", "|---:|" + "---:|" * len(names)]
+    for i, j in enumerate(common["joules"]):
+        cells = [_ci(common["rungs"][n][i]["content_gain_pp"], common["rungs"][n][i]["ci"], "+.1f") for n in names]
+        lines.append(f"| {j:,.1f} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def _whole_lines(whole: dict[str, Any] | None, split_rung: dict[str, Any] | None, n_test: int, conf: str) -> list[str]:
+    """The content router's rung cross-fitted over the whole tournament, beside its held-out one."""
+    if not whole:
+        return []
+    lines = ["## The content router over the whole tournament", ""]
+    if "skipped" in whole:
+        return lines + [f"Not run for {whole['router']}: {whole['skipped']}.", ""]
+    label = whole["task_aware_hull"]
+    lines += [f"{whole['rule']}.", "",
+              f"| Rung | Queries | Accuracy % | Mean J | Content gain pp [{conf} CI] | CI width pp |", "|---|---:|---:|---:|---:|---:|"]
+    if split_rung:
+        low, high = split_rung["ci"]
+        lines.append(f"| {whole['router']}, held-out split only (the ladder's rung) | {n_test} | "
+                     f"{100 * split_rung['accuracy']:.1f} | {split_rung['mean_j']:,.1f} | "
+                     f"{_ci(split_rung['content_gain_pp'], split_rung['ci'], '+.2f')} | {high - low:.2f} |")
+    for title, r in ((f"{whole['router']}, whole tournament, {whole['folds']}-fold cross-fitted", whole),
+                     ("task-aware (label) rung, cross-fitted the same way", label)):
+        low, high = r["ci"]
+        lines.append(f"| {title} | {whole['n_queries']} | {100 * r['accuracy']:.1f} | {r['mean_j']:,.1f} | "
+                     f"{_ci(r['content_gain_pp'], r['ci'], '+.2f')} | {high - low:.2f} |")
+    return lines + ["", f"The router's step over the label rung (what reading the text adds, paired): "
+                        f"{_ci(whole['step_over_label_pp'], whole['step_ci'], '+.2f')} pp. Fitting took "
+                        f"{whole['fit_s']:.1f} s (predicted {whole['predicted_s']:.0f} s).", ""]
 
 
 def _forms_lines(forms: dict[str, Any] | None, conf: str) -> list[str]:
@@ -190,7 +243,9 @@ _COLOURS = {"fixed_model_hull": "#7f7f7f", "task_aware_hull": "#222222", "conten
 
 def plot_headroom(result: HeadroomResult, path: str | Path) -> Path:
     """Left: each rung's content gain at the matched budget with its interval (the ladder).
-    Right: each rung's operating curve on test over joules, the two hulls and the budget."""
+    Middle: the ladder as curves over joules (each rung's content gain at the common joules, with
+    its interval as a band). Right: each rung's operating curve on test over joules, the two hulls
+    and the budget."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -198,7 +253,7 @@ def plot_headroom(result: HeadroomResult, path: str | Path) -> Path:
 
     p = headroom_payload(result)
     names = list(p["rungs"])
-    fig, (bars, curves) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1, 1.25]})
+    fig, (bars, over_j, curves) = plt.subplots(1, 3, figsize=(19, 5), gridspec_kw={"width_ratios": [1, 1.1, 1.25]})
     for y, name in enumerate(names):
         r = p["rungs"][name]
         low, high = r["ci"]
@@ -212,6 +267,7 @@ def plot_headroom(result: HeadroomResult, path: str | Path) -> Path:
     bars.axvline(0, color="black", lw=0.8)
     bars.set_xlabel("content gain over the task-aware yardstick at matched joules (pp)")
     bars.set_title(f"{p['tournament']['name']}: the ladder at {p['budget_j']:,.0f} J (hatched: privileged)", fontsize=10)
+    _plot_common(over_j, p)
     hull, task = p["hulls"]["fixed_model"], p["hulls"]["task_aware"]
     curves.scatter(p["fixed_models"]["mean_j"], [100 * a for a in p["fixed_models"]["accuracy"]], s=14, color="#7f7f7f",
                    label="fixed models", zorder=3)
@@ -238,3 +294,28 @@ def plot_headroom(result: HeadroomResult, path: str | Path) -> Path:
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return Path(path)
+
+
+def _plot_common(ax: Any, p: dict[str, Any]) -> None:
+    """Each rung's content gain at the common joules (the ladder over joules), bands: intervals."""
+    common = p["common_joules"]
+    if not common:
+        ax.set_visible(False)
+        return
+    order = sorted(range(len(common["joules"])), key=lambda i: common["joules"][i])
+    for name, points in common["rungs"].items():
+        reached = [points[i] for i in order if points[i]["content_gain_pp"] is not None]
+        if not reached:
+            continue
+        js = [q["joules"] for q in reached]
+        ax.plot(js, [q["content_gain_pp"] for q in reached], color=_COLOURS[name], marker="o", ms=3, lw=1.3,
+                ls="--" if p["rungs"][name]["privileged"] else "-", label=p["rungs"][name]["label"])
+        ax.fill_between(js, [q["ci"][0] for q in reached], [q["ci"][1] for q in reached], color=_COLOURS[name], alpha=0.15)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.axvline(p["budget_j"], color="black", lw=0.8, ls="--")
+    ax.set_xscale("log")
+    ax.set_xlabel("mean joules per query on test (log; common to every rung)")
+    ax.set_ylabel("content gain over the task-aware yardstick (pp)")
+    ax.set_title(f"the ladder over joules (dashed: privileged; bands: {p['settings']['confidence']:.0%} CI)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
