@@ -384,3 +384,20 @@ def test_the_whole_tournament_cross_fit_is_skipped_when_predicted_over_its_time_
     r = run_headroom(HeadroomConfig(tournament=t, routers=["cost-aware"], n_bootstrap=100, progress=False,
                                     whole_budget_s=0.0))
     assert r.whole["predicted_s"] > 0 and "over the 0 s budget" in r.whole["skipped"]
+
+
+def test_the_ladder_claims_carry_family_wise_verdicts(results):
+    on, off = results[1.0], results[0.0]
+    steps = {s["to"]: s for s in on.steps}
+    assert steps["content_router"]["verdict"] == "above"  # the topic-reading router climbs over the label
+    assert on.rungs["oracle"].stats["verdict"] == "above"
+    assert on.rungs["fixed_model_hull"].stats["verdict"] in ("below", "")
+    for r in (on, off):
+        for name in RUNGS:
+            stats = r.rungs[name].stats
+            if stats["verdict"] == "above":  # a family-wise claim is never weaker than the marginal interval
+                assert stats["ci"][0] > 0, name
+            if stats["verdict"] == "below":
+                assert stats["ci"][1] < 0, name
+    assert off.rungs["content_router"].stats["verdict"] != "above"
+    assert on.rungs["task_aware_hull"].stats["yardstick_slope_pp_per_j"] >= 0  # the forms' run left the ladder's statistics

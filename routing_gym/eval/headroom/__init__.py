@@ -55,6 +55,7 @@ answer, the noise floor, and on procedural pools the generator's true content si
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass, field
@@ -336,7 +337,7 @@ def ceiling_over_forms(config: HeadroomConfig, run: _Prepared, task: Rung) -> di
     """The shared-difficulty rung under every form of ``forms.SHARE_FORMS`` at the run's budget,
     beside the one chosen on train: content gains with paired intervals from one set of resamples."""
     t = run.t
-    rungs = {"task_aware_hull": task}
+    rungs = {"task_aware_hull": dataclasses.replace(task, stats={})}  # a copy: the ladder's keeps its statistics
     for form in SHARE_FORMS:
         rungs[form] = run.rung(form, run.form_scorers[form])
     _statistics(config, t, run.train_rows, run.test_rows, rungs, {})

@@ -10,7 +10,9 @@ Statistics (``ladder_statistics``), all from one set of paired resamples of the 
 - at **common joules** (the budget and a grid fixed on train): each rung's test accuracy read
   along its own operating curve (the test points of its knob values, mixed between the two around
   J; test joules rise along the knob, query by query) and its content gain there, so steps
-  between rungs are taken at the same J, not at each rung's own.
+  between rungs are taken at the same J, not at each rung's own;
+- family-wise verdicts (Romano-Wolf step-down, ``eval/core/familywise.py``) over the ladder's
+  claims: every rung's content gain and every step at the budget.
 """
 
 from __future__ import annotations
@@ -263,10 +265,12 @@ def ladder_statistics(t: Tournament, train_rows: np.ndarray, test_rows: np.ndarr
         energy_at = 6 + len(curve_names)  # the curves' joules follow their correctness
         curves = {n: (part(full, energy_at + k), part(full, 6 + k), part(boot, energy_at + k), part(boot, 6 + k))
                   for k, n in enumerate(curve_names)}
-        common = _at_common_joules(np.asarray(joules, dtype=np.float64), curves, sticks.task, candidates_full,
-                                   candidates_boot, interval)
+        common, step_boot = _at_common_joules(np.asarray(joules, dtype=np.float64), curves, sticks.task, candidates_full,
+                                              candidates_boot, interval)
         steps = [{"from": a, "to": b, "at_j": float(joules[0]), **common["steps_at_budget"][k]}
                  for k, (a, b) in enumerate(zip(names, names[1:]))]
+        _family_verdicts([rungs[n].stats for n in names], resampled["content_gain_pp"][:, :len(names)], steps, step_boot,
+                         confidence)
     fixed_acc, fixed_j = correct.mean(axis=0), energy.mean(axis=0)
     fixed_record, task_record = (stick.record(*task_candidates) for stick in (sticks.fixed, sticks.task))
     hulls = {"fixed_model": {"models": fixed_record["vertices"], "energy_j": fixed_record["energy_j"],
@@ -278,9 +282,11 @@ def ladder_statistics(t: Tournament, train_rows: np.ndarray, test_rows: np.ndarr
 
 
 def _at_common_joules(joules: np.ndarray, curves: dict[str, tuple[np.ndarray, ...]], task_stick: Any,
-                      candidates_full: list[np.ndarray], candidates_boot: list[np.ndarray], interval: Any) -> dict[str, Any]:
+                      candidates_full: list[np.ndarray], candidates_boot: list[np.ndarray], interval: Any
+                      ) -> tuple[dict[str, Any], list[np.ndarray | None]]:
     """Each rung's content gain at every common J (None where J lies outside its test curve) and
-    the steps between consecutive rungs at the budget (``joules[0]``), paired over resamples."""
+    the steps between consecutive rungs at the budget (``joules[0]``), paired over resamples; and
+    each step's ``[B]`` resamples (None where a rung's curve does not reach the budget)."""
     points = [fixed_hull.task_aware_points(*c) for c in (candidates_full, candidates_boot)]
     stick_full = task_stick.accuracy_at(*points[0], joules)  # [J]
     stick_boot = task_stick.accuracy_at(points[1][0][:, None, :], points[1][1][:, None, :], joules[None, :])  # [B, J]
@@ -293,9 +299,29 @@ def _at_common_joules(joules: np.ndarray, curves: dict[str, tuple[np.ndarray, ..
                      "ci": interval(boot_gains[name][:, i]) if reach[name][i] else None}
                     for i, j in enumerate(joules)] for name in curves}
     names = list(curves)
-    steps = []
+    steps, step_boot = [], []
     for a, b in zip(names, names[1:]):
         both = bool(reach[a][0] and reach[b][0])
         steps.append({"content_gain_step_pp": float(gains[b][0] - gains[a][0]) if both else None,
                       "ci": interval(boot_gains[b][:, 0] - boot_gains[a][:, 0]) if both else None})
-    return {"rule": COMMON_J_RULE, "joules": joules.tolist(), "rungs": rungs, "steps_at_budget": steps}
+        step_boot.append(boot_gains[b][:, 0] - boot_gains[a][:, 0] if both else None)
+    return {"rule": COMMON_J_RULE, "joules": joules.tolist(), "rungs": rungs, "steps_at_budget": steps}, step_boot
+
+
+def _family_verdicts(rung_stats: list[dict[str, Any]], rung_boot: np.ndarray, steps: list[dict[str, Any]],
+                     step_boot: list[np.ndarray | None], confidence: float) -> None:
+    """Family-wise verdicts (``eval/core/familywise.py``, Romano-Wolf step-down at 1 - confidence)
+    over the ladder's claims: every rung's content gain and every step at the budget, written as
+    ``verdict`` ("above", "below" or "" for not distinguishable from 0) into each record."""
+    from routing_gym.eval.core import familywise
+
+    defined = [k for k, b in enumerate(step_boot) if b is not None]
+    estimate = np.array([r["content_gain_pp"] for r in rung_stats] + [steps[k]["content_gain_step_pp"] for k in defined])
+    boot = np.column_stack([rung_boot] + [step_boot[k] for k in defined]) if defined else rung_boot
+    decision = familywise.stepdown(estimate, boot, 1 - confidence)
+    for r, verdict in zip(rung_stats, decision.decisions):
+        r["verdict"] = verdict
+    for step in steps:
+        step["verdict"] = ""
+    for k, verdict in zip(defined, decision.decisions[len(rung_stats):]):
+        steps[k]["verdict"] = verdict

@@ -103,7 +103,8 @@ def markdown_report(result: HeadroomResult) -> str:
              f"({tour['train_split']}) with cross-fitted predictions; matched budget {p['budget_j']:,.1f} J "
              f"({p['settings']['budget_rule']}).", "",
              f"| Rung | Accuracy % [{conf} CI] | Mean J [{conf} CI] | Content gain pp [{conf} CI] | Yardstick slope pp/J | "
-             f"Step at {p['budget_j']:,.1f} J pp [{conf} CI] | Routing gain pp [{conf} CI] |", "|---|---:|---:|---:|---:|---:|---:|"]
+             f"Step at {p['budget_j']:,.1f} J pp [{conf} CI] | Family-wise: gain / step | Routing gain pp [{conf} CI] |",
+             "|---|---:|---:|---:|---:|---:|---|---:|"]
     steps = {s["to"]: s for s in p["steps"]}
     for name, r in p["rungs"].items():
         step = steps.get(name)
@@ -111,11 +112,13 @@ def markdown_report(result: HeadroomResult) -> str:
                      f"{_ci(r['mean_j'], r['mean_j_ci'], ',.1f')} | {_ci(r['content_gain_pp'], r['ci'], '+.1f')} | "
                      f"{r['yardstick_slope_pp_per_j']:.3f} | "
                      f"{_ci(step['content_gain_step_pp'], step['ci'], '+.1f') if step else '—'} | "
+                     f"{r.get('verdict') or '—'} / {(step.get('verdict') or '—') if step else '—'} | "
                      f"{_ci(r['routing_gain_pp'], r['routing_gain_ci'], '+.1f')} |")
     lines += ["", "Content gain: accuracy minus the task-aware yardstick's (chosen on train) at the rung's mean joules on test; "
               "yardstick slope: how many pp the yardstick rises per joule there (a rung 1 J off the budget moves its gain by "
               "about that much); step: the rung's accuracy minus the previous rung's, both read along their test curves at "
-              "the budget (paired; — where a rung's curve does not reach it). Privileged rungs read held-out outcomes and are "
+              "the budget (paired; — where a rung's curve does not reach it); family-wise: above or below 0 by the Romano-Wolf "
+              "step-down over every rung's gain and every step (eval/core/familywise.py), — where not distinguishable. Privileged rungs read held-out outcomes and are "
               "not deployable: the shared-difficulty ceiling knows each question's share of models right (P per model "
               "mapped from it per benchmark on train), the oracle knows every outcome.", ""]
     lines += _common_lines(p["common_joules"], result, conf)
