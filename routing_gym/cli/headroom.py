@@ -36,7 +36,7 @@ def add_commands(cli) -> None:
     p.add_argument("--whole-folds", type=int, default=5,
                    help="cross-fit the best content router over the whole tournament (train and test) in this many folds, "
                         "for a narrower interval; 0 turns it off (default: %(default)s)")
-    p.add_argument("--whole-budget-s", type=float, default=120.0,
+    p.add_argument("--whole-budget-s", type=float, default=150.0,
                    help="run the whole-tournament cross-fit only when its fitting is predicted (from the router's fits on "
                         "train) to take at most this many seconds (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="router and fold seed (default: %(default)s)")

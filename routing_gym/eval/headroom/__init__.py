@@ -136,7 +136,7 @@ class HeadroomConfig:
     # The content router's rung cross-fitted over the whole tournament (eval/headroom/whole.py):
     # whole_folds folds (0: off), run when its predicted fitting time is within whole_budget_s.
     whole_folds: int = 5
-    whole_budget_s: float = 120.0
+    whole_budget_s: float = 150.0
 
     def check(self) -> None:
         if self.folds < 2:
