@@ -175,7 +175,7 @@ def summary(costs: dict[str, dict[str, Any]]) -> str:
               "difficulty is worth most on train (see each table.md).", "",
               "## Steps at common joules", "",
               "Each step is the difference of two consecutive rungs' test accuracy, both read along their test curves at the "
-              "budget (paired; — where a curve does not reach it). Every rung over a grid of joules: each table.md, "
+              "budget (paired; — where the budget lies below a rung's cheapest test point). Every rung over a grid of joules: each table.md, "
               "\"The ladder at common joules\", and the middle panel of headroom.png.", "",
               "| Tournament | J | label over fixed models | content router over label | difficulty (inclusive) over content router |",
               "|---|---:|---:|---:|---:|"]

@@ -36,7 +36,8 @@ BUDGET_CANDIDATES = 48
 COMMON_J_POINTS = 8  # the grid of common joules beside the budget
 COMMON_J_RULE = (f"the budget and {COMMON_J_POINTS} joule values geometric from the cheapest to the costliest fixed "
                  "model's training mean (fixed on train); a rung's accuracy at J: the mix of its two consecutive knob "
-                 "values whose test joules lie around J (none outside its curve's test range)")
+                 "values whose test joules lie around J, its dearest point's beyond its curve (it spends less there, and "
+                 "the yardstick is flat beyond its dearest policy too), none below its cheapest point")
 
 
 @dataclass
@@ -284,15 +285,15 @@ def ladder_statistics(t: Tournament, train_rows: np.ndarray, test_rows: np.ndarr
 def _at_common_joules(joules: np.ndarray, curves: dict[str, tuple[np.ndarray, ...]], task_stick: Any,
                       candidates_full: list[np.ndarray], candidates_boot: list[np.ndarray], interval: Any
                       ) -> tuple[dict[str, Any], list[np.ndarray | None]]:
-    """Each rung's content gain at every common J (None where J lies outside its test curve) and
+    """Each rung's content gain at every common J (None where J lies below its test curve) and
     the steps between consecutive rungs at the budget (``joules[0]``), paired over resamples; and
-    each step's ``[B]`` resamples (None where a rung's curve does not reach the budget)."""
+    each step's ``[B]`` resamples (None where the budget lies below a rung's cheapest test point)."""
     points = [fixed_hull.task_aware_points(*c) for c in (candidates_full, candidates_boot)]
     stick_full = task_stick.accuracy_at(*points[0], joules)  # [J]
     stick_boot = task_stick.accuracy_at(points[1][0][:, None, :], points[1][1][:, None, :], joules[None, :])  # [B, J]
     gains, boot_gains, reach = {}, {}, {}
     for name, (cj, ca, bj, ba) in curves.items():
-        reach[name] = (joules >= cj.min() - 1e-9) & (joules <= cj.max() + 1e-9)
+        reach[name] = joules >= cj.min() - 1e-9  # beyond its dearest point a rung spends less: read there, as the yardstick is
         gains[name] = 100 * (curve_accuracy_at(cj, ca, joules) - stick_full)
         boot_gains[name] = 100 * (curve_accuracy_at(bj[:, None, :], ba[:, None, :], joules[None, :]) - stick_boot)
     rungs = {name: [{"joules": float(j), "content_gain_pp": float(gains[name][i]) if reach[name][i] else None,

@@ -117,7 +117,7 @@ def markdown_report(result: HeadroomResult) -> str:
     lines += ["", "Content gain: accuracy minus the task-aware yardstick's (chosen on train) at the rung's mean joules on test; "
               "yardstick slope: how many pp the yardstick rises per joule there (a rung 1 J off the budget moves its gain by "
               "about that much); step: the rung's accuracy minus the previous rung's, both read along their test curves at "
-              "the budget (paired; — where a rung's curve does not reach it); family-wise: above or below 0 by the Romano-Wolf "
+              "the budget (paired; — where the budget lies below a rung's cheapest test point); family-wise: above or below 0 by the Romano-Wolf "
               "step-down over every rung's gain and every step (eval/core/familywise.py), — where not distinguishable. Privileged rungs read held-out outcomes and are "
               "not deployable: the shared-difficulty ceiling knows each question's share of models right (P per model "
               "mapped from it per benchmark on train), the oracle knows every outcome.", ""]
@@ -169,7 +169,7 @@ def _common_lines(common: dict[str, Any] | None, result: HeadroomResult, conf: s
     names = list(common["rungs"])
     lines = ["## The ladder at common joules", "",
              f"Content gain pp [{conf} CI] of each rung read along its test curve at the same joules ({common['rule']}); the "
-             "first row is the budget. — : the rung's curve does not reach those joules.", "",
+             "first row is the budget. — : the joules lie below the rung's cheapest test point.", "",
              "| J | " + " | ".join(rung_label(result, n) for n in names) + " |", "|---:|" + "---:|" * len(names)]
     for i, j in enumerate(common["joules"]):
         cells = [_ci(common["rungs"][n][i]["content_gain_pp"], common["rungs"][n][i]["ci"], "+.1f") for n in names]
