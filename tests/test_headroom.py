@@ -402,3 +402,13 @@ def test_the_ladder_claims_carry_family_wise_verdicts(results):
                 assert stats["ci"][1] < 0, name
     assert off.rungs["content_router"].stats["verdict"] != "above"
     assert on.rungs["task_aware_hull"].stats["yardstick_slope_pp_per_j"] >= 0  # the forms' run left the ladder's statistics
+
+
+def test_the_plot_draws_an_interval_that_misses_its_point(results, tmp_path):
+    # a percentile interval can exclude its point estimate by float dust (zeroeval-math's label rung: 0.0 [1e-15, 1e-15])
+    from routing_gym.eval.headroom.report import plot_headroom
+
+    r = dataclasses.replace(results[1.0], rungs=dict(results[1.0].rungs))
+    task = r.rungs["task_aware_hull"]
+    r.rungs["task_aware_hull"] = dataclasses.replace(task, stats={**task.stats, "content_gain_pp": 0.0, "ci": [1e-15, 2e-15]})
+    assert plot_headroom(r, tmp_path / "h.png").stat().st_size > 0

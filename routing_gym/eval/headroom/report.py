@@ -262,7 +262,8 @@ def plot_headroom(result: HeadroomResult, path: str | Path) -> Path:
         low, high = r["ci"]
         bars.barh(y, r["content_gain_pp"], color=_COLOURS[name], alpha=0.85, hatch="//" if r["privileged"] else None,
                   edgecolor="white")
-        bars.errorbar(r["content_gain_pp"], y, xerr=[[r["content_gain_pp"] - low], [high - r["content_gain_pp"]]],
+        # a percentile interval need not contain the point estimate (float dust at a yardstick policy): clip at 0
+        bars.errorbar(r["content_gain_pp"], y, xerr=[[max(r["content_gain_pp"] - low, 0.0)], [max(high - r["content_gain_pp"], 0.0)]],
                       color="black", capsize=3, lw=1)
         bars.text(max(high, 0) + 0.5, y, f"{r['content_gain_pp']:+.1f} pp", va="center", fontsize=9)
     bars.set_yticks(range(len(names)), [p["rungs"][n]["label"] for n in names], fontsize=9)
