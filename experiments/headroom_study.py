@@ -187,9 +187,10 @@ def summary(costs: dict[str, dict[str, Any]]) -> str:
     lines += ["", "## The difficulty ceiling: leak-free beside inclusive", "",
               "Leak-free: route among a random half of the pool and read each question's difficulty from the other half "
               "(never routed), 5 halvings. Inclusive: the same half-pools reading their own outcomes (an upper bound: it "
-              "partly knows who was right). The map's form is chosen on train by cross-fitted log loss; the last column is "
-              "the full-pool inclusive ceiling under every form.", "",
-              "| Tournament | Leak-free pp [CI] | Leak-free pairwise AUC | Inclusive pp [CI] | Inclusive pairwise AUC | "
+              "partly knows who was right). Each ceiling is the rung's step over the label rung at the half-pool's budget "
+              "(both read along their test curves there), pp with 95 % CI. The map's form is chosen on train by "
+              "cross-fitted log loss; the last column is the full-pool inclusive ceiling under every form.", "",
+              "| Tournament | Leak-free step pp [CI] | Leak-free pairwise AUC | Inclusive step pp [CI] | Inclusive pairwise AUC | "
               "Form (chosen on train) | Full-pool inclusive ceiling over forms |", "|---|---:|---:|---:|---:|---|---:|"]
     for name, r in results.items():
         free, forms = r.get("leak_free"), r.get("forms")
@@ -197,8 +198,8 @@ def summary(costs: dict[str, dict[str, Any]]) -> str:
             continue
         lf, inc = free["leak_free"], free["inclusive"]
         span = f"{forms['range_pp'][0]:+.1f} to {forms['range_pp'][1]:+.1f}" if forms else "—"
-        lines.append(f"| {name} | {_ci(lf['content_gain_pp'], lf['ci'])} | {_auc(lf['pairwise_auc'])} | "
-                     f"{_ci(inc['content_gain_pp'], inc['ci'])} | {_auc(inc['pairwise_auc'])} | "
+        lines.append(f"| {name} | {_ci(lf['step_over_label_pp'], lf['ci'])} | {_auc(lf['pairwise_auc'])} | "
+                     f"{_ci(inc['step_over_label_pp'], inc['ci'])} | {_auc(inc['pairwise_auc'])} | "
                      f"{forms['chosen'] if forms else '—'} | {span} |")
     lines += ["", "## The content router over the whole tournament", "",
               "The best router cross-fitted in 5 folds over the training and held-out splits together (every question "
@@ -306,8 +307,8 @@ def answer(results: dict[str, dict[str, Any]], forced: dict[str, dict[str, Any]]
         reads, evidence = router_claim(r)
         free = r.get("leak_free")
         difficulty = (f"Knowing each question's difficulty from models that are not routed would add "
-                      f"{_ci(free['leak_free']['content_gain_pp'], free['leak_free']['ci'])} pp (half-pools; reading the "
-                      f"candidates' own outcomes, an upper bound: {_ci(free['inclusive']['content_gain_pp'], free['inclusive']['ci'])})"
+                      f"{_ci(free['leak_free']['step_over_label_pp'], free['leak_free']['ci'])} pp (half-pools; reading the "
+                      f"candidates' own outcomes, an upper bound: {_ci(free['inclusive']['step_over_label_pp'], free['inclusive']['ci'])})"
                       if free else
                       f"Knowing each question's difficulty (inclusive) would add "
                       f"{_ci(g['shared_difficulty']['content_gain_pp'], g['shared_difficulty']['ci'])} pp")

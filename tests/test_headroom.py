@@ -156,7 +156,11 @@ def test_the_ceiling_is_reported_under_every_form_beside_the_chosen_one(results)
         assert forms["chosen"] in forms["forms"] and len(forms["forms"]) == 4
         chosen = forms["forms"][forms["chosen"]]
         assert chosen["content_gain_pp"] == pytest.approx(result.rungs["shared_difficulty"].stats["content_gain_pp"])
-        assert forms["range_pp"][0] <= chosen["content_gain_pp"] <= forms["range_pp"][1]
+        # the ceiling is the step over the label rung at the budget, as the ladder's own steps are read
+        ladder_step = (result.common["rungs"]["shared_difficulty"][0]["content_gain_pp"]
+                       - result.common["rungs"]["task_aware_hull"][0]["content_gain_pp"])
+        assert chosen["step_over_label_pp"] == pytest.approx(ladder_step)
+        assert forms["range_pp"][0] <= chosen["step_over_label_pp"] <= forms["range_pp"][1]
         assert forms["chosen"] == min(forms["forms"], key=lambda f: forms["forms"][f]["cross_fitted_log_loss"])
 
 
@@ -275,8 +279,8 @@ def test_the_leak_free_ceiling_reads_no_routed_models_outcome():
         assert not set(half["candidates"]) & set(half["reference"])
         assert sorted(half["candidates"] + half["reference"]) == sorted(t.model_ids)
     assert out["inclusive"]["ci"][0] > 0  # the inclusive share leaks the candidates' outcomes
-    assert out["leak_free"]["ci"][0] <= 0 and abs(out["leak_free"]["content_gain_pp"]) < 1.5
-    assert out["inclusive"]["content_gain_pp"] > out["leak_free"]["content_gain_pp"] + 2.0
+    assert out["leak_free"]["ci"][0] <= 0 and abs(out["leak_free"]["step_over_label_pp"]) < 1.5
+    assert out["inclusive"]["step_over_label_pp"] > out["leak_free"]["step_over_label_pp"] + 2.0
 
 
 def test_the_folds_reuse_the_strength_the_fit_on_all_of_train_chose(pools, monkeypatch):

@@ -109,9 +109,10 @@ RUNG_LABELS = {"fixed_model_hull": "fixed-model hull", "task_aware_hull": "task-
 PRIVILEGED_RUNGS = frozenset({"shared_difficulty", "oracle"})
 LEAK_FREE_PARTITIONS = 5
 LEAK_FREE_RULE = (f"{LEAK_FREE_PARTITIONS} seeded random halvings of the pool: route among one half, read each "
-                  "question's share of models right from the other half (never routed), at the half-pool's budget, "
-                  "against its task-aware yardstick; mean over halvings (per resample for the interval). Inclusive: the "
-                  "same rung reading the candidates' own outcomes (an upper bound)")
+                  "question's share of models right from the other half (never routed); the rung's test accuracy minus the "
+                  "half-pool's task-aware rung's, both read along their test curves at the half-pool's budget (paired); "
+                  "mean over halvings (per resample for the interval). Inclusive: the same rung reading the candidates' "
+                  "own outcomes (an upper bound)")
 BUDGET_RULE = (f"of {BUDGET_CANDIDATES} joule values (geometric from the cheapest to the costliest fixed model's training "
                "mean), the one where the shared-difficulty rung's cross-fitted training hull lies furthest above the "
                "task-aware rung's: where knowing how hard a question is is worth most, chosen on train")
@@ -286,11 +287,13 @@ def leak_free_ceiling(config: HeadroomConfig, t: Tournament, partitions: int = L
     For each of ``partitions`` seeded random halvings of the pool, the ladder's label-only rungs
     run on one half (the candidates) with each question's difficulty read from the *other* half
     (the reference models, never routed), beside the same rung with the difficulty read from the
-    candidates themselves (inclusive: an upper bound, it partly knows who was right). Both at the
-    half-pool's own budget (``BUDGET_RULE`` with the leak-free rung, or ``config.budget_j``),
-    against the half-pool's task-aware yardstick. The content gains are averaged over partitions,
-    per resample too (every half-pool has the same queries, so the same resamples), for the
-    interval. Returns the means, intervals, every partition's models and gains, and the pairwise
+    candidates themselves (inclusive: an upper bound, it partly knows who was right). Each is
+    measured as its step over the half-pool's task-aware rung at the half-pool's budget
+    (``BUDGET_RULE`` with the leak-free rung, or ``config.budget_j``), both read along their test
+    curves there (``ladder.py``: common joules), so a rung landing off the budget on a steep part
+    of the hull is not read against the yardstick at other joules. The steps are averaged over
+    partitions, per resample too (every half-pool has the same queries, so the same resamples),
+    for the interval. Returns the means, intervals, every partition's models and gains, and the pairwise
     AUC of each scorer's test P (0.5 for any scorer that knows difficulty or the label only)."""
     k = t.n_models
     if k < 4:
@@ -311,41 +314,47 @@ def leak_free_ceiling(config: HeadroomConfig, t: Tournament, partitions: int = L
         inclusive_form, _ = choose_form({f: s.train_p for f, s in inclusive_scorers.items()}, half.correct[run.train_rows])
         inclusive_scorer = inclusive_scorers[inclusive_form]
         rungs["inclusive"] = run.rung("inclusive", inclusive_scorer)
-        boot = _statistics(config, half, run.train_rows, run.test_rows, rungs, {}).resampled_content
+        ladder = _statistics(config, half, run.train_rows, run.test_rows, rungs, {}, np.array([run.budget]))
         record: dict[str, Any] = {"candidates": [t.model_ids[i] for i in candidates],
                                   "reference": [t.model_ids[i] for i in reference], "budget_j": run.budget,
                                   "form": {"leak_free": run.form, "inclusive": inclusive_form}}
         for name in gains:
-            gains[name].append(rungs[name].stats["content_gain_pp"])
-            boots[name].append(boot[name])
+            step, boot = ladder.step_at_budget("task_aware_hull", name)
+            gains[name].append(step)
+            boots[name].append(boot)
             auc = routability.routability(rungs[name].scorer.test_p, half.correct[run.test_rows],
                                           half.benchmark_codes[run.test_rows], half.benchmarks, half.model_ids)
             aucs[name].append(auc["pairwise_auc"])
-            record[name] = {"content_gain_pp": rungs[name].stats["content_gain_pp"], "ci": rungs[name].stats["ci"],
-                            "mean_j": rungs[name].stats["mean_j"], "pairwise_auc": auc["pairwise_auc"]}
+            record[name] = {"step_over_label_pp": step, "ci": [float(v) for v in percentile_interval(boot, config.confidence)],
+                            "content_gain_pp": rungs[name].stats["content_gain_pp"], "mean_j": rungs[name].stats["mean_j"],
+                            "pairwise_auc": auc["pairwise_auc"]}
         records.append(record)
     out: dict[str, Any] = {"partitions": records, "rule": LEAK_FREE_RULE}
     for name in gains:
         mean_boot = np.mean(boots[name], axis=0)
-        out[name] = {"content_gain_pp": float(np.mean(gains[name])),
+        out[name] = {"step_over_label_pp": float(np.mean(gains[name])),
                      "ci": [float(v) for v in percentile_interval(mean_boot, config.confidence)],
                      "pairwise_auc": float(np.nanmean(aucs[name]))}
     return out
 
 
 def ceiling_over_forms(config: HeadroomConfig, run: _Prepared, task: Rung) -> dict[str, Any]:
-    """The shared-difficulty rung under every form of ``forms.SHARE_FORMS`` at the run's budget,
-    beside the one chosen on train: content gains with paired intervals from one set of resamples."""
+    """The shared-difficulty rung under every form of ``forms.SHARE_FORMS``, each as its step over
+    the task-aware rung at the run's budget (both read along their test curves there), beside the
+    one chosen on train: paired intervals from one set of resamples."""
     t = run.t
     rungs = {"task_aware_hull": dataclasses.replace(task, stats={})}  # a copy: the ladder's keeps its statistics
     for form in SHARE_FORMS:
         rungs[form] = run.rung(form, run.form_scorers[form])
-    _statistics(config, t, run.train_rows, run.test_rows, rungs, {})
-    ceilings = {form: {"content_gain_pp": rungs[form].stats["content_gain_pp"], "ci": rungs[form].stats["ci"],
-                       "mean_j": rungs[form].stats["mean_j"], "cross_fitted_log_loss": run.form_log_loss[form]}
-                for form in SHARE_FORMS}
-    gains = [c["content_gain_pp"] for c in ceilings.values()]
-    return {"chosen": run.form, "rule": FORM_RULE, "forms": ceilings, "range_pp": [float(min(gains)), float(max(gains))]}
+    ladder = _statistics(config, t, run.train_rows, run.test_rows, rungs, {}, np.array([run.budget]))
+    ceilings = {}
+    for form in SHARE_FORMS:
+        step, boot = ladder.step_at_budget("task_aware_hull", form)
+        ceilings[form] = {"step_over_label_pp": step, "ci": [float(v) for v in percentile_interval(boot, config.confidence)],
+                          "content_gain_pp": rungs[form].stats["content_gain_pp"], "mean_j": rungs[form].stats["mean_j"],
+                          "cross_fitted_log_loss": run.form_log_loss[form]}
+    steps = [c["step_over_label_pp"] for c in ceilings.values()]
+    return {"chosen": run.form, "rule": FORM_RULE, "forms": ceilings, "range_pp": [float(min(steps)), float(max(steps))]}
 
 
 def _oracle_lead(t: Tournament, rungs: dict[str, Rung], test_rows: np.ndarray) -> dict[str, Any]:

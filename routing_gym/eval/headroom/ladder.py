@@ -215,6 +215,15 @@ class LadderStatistics:
     steps: list[dict[str, Any]]  # consecutive rungs' difference at the budget (common J), paired
     resampled_content: dict[str, np.ndarray]  # ``[B]`` content gains by rung (the same resamples for every pool of the same queries)
     common: dict[str, Any] | None  # every rung's content gain at each common J
+    # ``[J]`` and ``[B, J]`` content gains at the common J by rung, read at the nearest end beyond a curve
+    common_point: dict[str, np.ndarray] = field(default_factory=dict)
+    common_boot: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def step_at_budget(self, low: str, high: str) -> tuple[float, np.ndarray]:
+        """Rung ``high``'s accuracy minus rung ``low``'s at the budget (the first common J), pp:
+        the point and its ``[B]`` resamples."""
+        return (float(self.common_point[high][0] - self.common_point[low][0]),
+                self.common_boot[high][:, 0] - self.common_boot[low][:, 0])
 
 
 def ladder_statistics(t: Tournament, train_rows: np.ndarray, test_rows: np.ndarray, rungs: dict[str, Rung],
@@ -261,12 +270,12 @@ def ladder_statistics(t: Tournament, train_rows: np.ndarray, test_rows: np.ndarr
               "content_gain_step_pp": float(point["content_gain_pp"][j] - point["content_gain_pp"][j - 1]),
               "ci": interval(resampled["content_gain_pp"][:, j] - resampled["content_gain_pp"][:, j - 1])}
              for j, (a, b) in enumerate(zip(names, names[1:]), start=1)]
-    common = None
+    common, common_point, common_boot = None, {}, {}
     if joules is not None:
         energy_at = 6 + len(curve_names)  # the curves' joules follow their correctness
         curves = {n: (part(full, energy_at + k), part(full, 6 + k), part(boot, energy_at + k), part(boot, 6 + k))
                   for k, n in enumerate(curve_names)}
-        common, step_boot = _at_common_joules(np.asarray(joules, dtype=np.float64), curves, sticks.task, candidates_full,
+        common, step_boot, common_point, common_boot = _at_common_joules(np.asarray(joules, dtype=np.float64), curves, sticks.task, candidates_full,
                                               candidates_boot, interval)
         steps = [{"from": a, "to": b, "at_j": float(joules[0]), **common["steps_at_budget"][k]}
                  for k, (a, b) in enumerate(zip(names, names[1:]))]
@@ -279,15 +288,16 @@ def ladder_statistics(t: Tournament, train_rows: np.ndarray, test_rows: np.ndarr
              "task_aware": {**task_record, "max_energy_j": float(task_candidates[0].max())}}
     boot_content = {name: resampled["content_gain_pp"][:, i] for i, name in enumerate(methods)}
     return LadderStatistics(hulls, {"accuracy": fixed_acc.tolist(), "mean_j": fixed_j.tolist()}, steps, boot_content,
-                            common)
+                            common, common_point, common_boot)
 
 
 def _at_common_joules(joules: np.ndarray, curves: dict[str, tuple[np.ndarray, ...]], task_stick: Any,
                       candidates_full: list[np.ndarray], candidates_boot: list[np.ndarray], interval: Any
-                      ) -> tuple[dict[str, Any], list[np.ndarray | None]]:
+                      ) -> tuple[dict[str, Any], list[np.ndarray | None], dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Each rung's content gain at every common J (None where J lies below its test curve) and
     the steps between consecutive rungs at the budget (``joules[0]``), paired over resamples; and
-    each step's ``[B]`` resamples (None where the budget lies below a rung's cheapest test point)."""
+    each step's ``[B]`` resamples (None where the budget lies below a rung's cheapest test point); and
+    every rung's ``[J]`` and ``[B, J]`` gains read at its nearest end where J lies beyond its curve."""
     points = [fixed_hull.task_aware_points(*c) for c in (candidates_full, candidates_boot)]
     stick_full = task_stick.accuracy_at(*points[0], joules)  # [J]
     stick_boot = task_stick.accuracy_at(points[1][0][:, None, :], points[1][1][:, None, :], joules[None, :])  # [B, J]
@@ -306,7 +316,8 @@ def _at_common_joules(joules: np.ndarray, curves: dict[str, tuple[np.ndarray, ..
         steps.append({"content_gain_step_pp": float(gains[b][0] - gains[a][0]) if both else None,
                       "ci": interval(boot_gains[b][:, 0] - boot_gains[a][:, 0]) if both else None})
         step_boot.append(boot_gains[b][:, 0] - boot_gains[a][:, 0] if both else None)
-    return {"rule": COMMON_J_RULE, "joules": joules.tolist(), "rungs": rungs, "steps_at_budget": steps}, step_boot
+    return ({"rule": COMMON_J_RULE, "joules": joules.tolist(), "rungs": rungs, "steps_at_budget": steps}, step_boot, gains,
+            boot_gains)
 
 
 def _family_verdicts(rung_stats: list[dict[str, Any]], rung_boot: np.ndarray, steps: list[dict[str, Any]],

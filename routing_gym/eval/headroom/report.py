@@ -209,12 +209,14 @@ def _forms_lines(forms: dict[str, Any] | None, conf: str) -> list[str]:
     low, high = forms["range_pp"]
     lines = ["## The difficulty ceiling over the map's forms", "",
              f"Form used above: **{forms['chosen']}** ({forms['rule']}). The ceiling under every form, at the same "
-             f"budget: {low:+.1f} to {high:+.1f} pp.", "",
-             f"| Form | Cross-fitted log loss (train) | Content gain pp [{conf} CI] | Mean J |", "|---|---:|---:|---:|"]
+             f"budget, as the step over the task-aware rung there (both read along their test curves): {low:+.1f} to "
+             f"{high:+.1f} pp.", "",
+             f"| Form | Cross-fitted log loss (train) | Step over the label at the budget pp [{conf} CI] | Content gain at own J pp "
+             "| Mean J |", "|---|---:|---:|---:|---:|"]
     for form, f in forms["forms"].items():
         mark = " (chosen)" if form == forms["chosen"] else ""
-        lines.append(f"| {form}{mark} | {f['cross_fitted_log_loss']:.4f} | {_ci(f['content_gain_pp'], f['ci'], '+.1f')} | "
-                     f"{f['mean_j']:,.1f} |")
+        lines.append(f"| {form}{mark} | {f['cross_fitted_log_loss']:.4f} | {_ci(f['step_over_label_pp'], f['ci'], '+.1f')} | "
+                     f"{f['content_gain_pp']:+.1f} | {f['mean_j']:,.1f} |")
     return lines + [""]
 
 
@@ -226,13 +228,15 @@ def _leak_free_lines(leak_free: dict[str, Any] | None, conf: str) -> list[str]:
     lines = ["## The difficulty ceiling without the candidates' outcomes", "",
              f"The shared-difficulty rung above reads each question's share of models right *including the routed "
              f"models' own outcomes*, so it partly knows who was right: an upper bound. Leak-free: {leak_free['rule']}.", "",
-             f"| Difficulty read from | Content gain pp [{conf} CI] (mean over halvings) | Pairwise AUC |", "|---|---:|---:|",
-             f"| the other half of the pool (leak-free) | {_ci(free['content_gain_pp'], free['ci'], '+.1f')} | "
+             f"| Difficulty read from | Step over the label rung at the budget, pp [{conf} CI] (mean over halvings) | "
+             "Pairwise AUC |", "|---|---:|---:|",
+             f"| the other half of the pool (leak-free) | {_ci(free['step_over_label_pp'], free['ci'], '+.1f')} | "
              f"{_auc(free['pairwise_auc'])} |",
-             f"| the routed half itself (inclusive, upper bound) | {_ci(inclusive['content_gain_pp'], inclusive['ci'], '+.1f')} | "
-             f"{_auc(inclusive['pairwise_auc'])} |", "", "Halvings (candidates | reference: leak-free / inclusive pp at J):", ""]
-    lines += [f"- {', '.join(h['candidates'])} | {', '.join(h['reference'])}: {h['leak_free']['content_gain_pp']:+.1f} / "
-              f"{h['inclusive']['content_gain_pp']:+.1f} at {h['budget_j']:,.1f} J" for h in leak_free["partitions"]]
+             f"| the routed half itself (inclusive, upper bound) | {_ci(inclusive['step_over_label_pp'], inclusive['ci'], '+.1f')} | "
+             f"{_auc(inclusive['pairwise_auc'])} |", "", "Halvings (candidates | reference: leak-free / inclusive step pp at "
+             "the half-pool's budget):", ""]
+    lines += [f"- {', '.join(h['candidates'])} | {', '.join(h['reference'])}: {h['leak_free']['step_over_label_pp']:+.1f} / "
+              f"{h['inclusive']['step_over_label_pp']:+.1f} at {h['budget_j']:,.1f} J" for h in leak_free["partitions"]]
     return lines + [""]
 
 
