@@ -308,7 +308,8 @@ def answer(results: dict[str, dict[str, Any]], forced: dict[str, dict[str, Any]]
         free = r.get("leak_free")
         difficulty = (f"Knowing each question's difficulty from models that are not routed would add "
                       f"{_ci(free['leak_free']['step_over_label_pp'], free['leak_free']['ci'])} pp (half-pools; reading the "
-                      f"candidates' own outcomes, an upper bound: {_ci(free['inclusive']['step_over_label_pp'], free['inclusive']['ci'])})"
+                      f"candidates' own outcomes instead, which leaks who was right: "
+                      f"{_ci(free['inclusive']['step_over_label_pp'], free['inclusive']['ci'])})"
                       if free else
                       f"Knowing each question's difficulty (inclusive) would add "
                       f"{_ci(g['shared_difficulty']['content_gain_pp'], g['shared_difficulty']['ci'])} pp")
@@ -318,7 +319,9 @@ def answer(results: dict[str, dict[str, Any]], forced: dict[str, dict[str, Any]]
                    f"{_ci(g['oracle']['content_gain_pp'], g['oracle']['ci'])} pp above the label, "
                    f"{100 * r['oracle_lead']['rare_share']:.0f} % of it from questions only one or two models answer."
                    + forced_note(forced.get(name)))
-    return out + ["", "Where the pairwise AUC is near 0.5, the text predicts how hard a question is (a difficulty every "
+    return out + ["", "Each claim above is one interval per tournament (marginal 95 %, the whole-tournament step where it "
+                  "ran); the claims within one ladder are decided family-wise in its table.md (Romano-Wolf step-down over "
+                  "every rung's gain and every step).", "", "Where the pairwise AUC is near 0.5, the text predicts how hard a question is (a difficulty every "
                   "model shares) but not which model wins it: the oracle's lead is out of reach of routers that read the "
                   "text as these do, and the leak-free ceiling estimates what knowing difficulty exactly would add.", ""]
 
@@ -331,7 +334,8 @@ def forced_note(r: dict[str, Any] | None) -> str:
              f"gain {_ci(i['rung']['content_gain_pp'], i['rung']['ci'])} pp" for n, i in r["routers"].items() if not i.get("error")]
     reads, evidence = router_claim(r)
     return (f" With the text forced on (strength {FORCED_STRENGTH:g}, `{r['tournament']['name']}-text-forced/`): "
-            + "; ".join(parts) + f"; the best of them {'reads' if reads else 'does not beat'} the label ({evidence}).")
+            + "; ".join(parts) + f"; the best of them {'reads the question beyond' if reads else 'does not beat'} the label "
+            f"({evidence}).")
 
 
 def reader_note(r: dict[str, Any]) -> str:
