@@ -149,6 +149,11 @@ class GRPOSettings:
     # beat another, so their groups never have spread.
     skip_flat_queries: bool = True
     learning_rate: float = 5e-4
+    # When routing is chosen on validation (route; holds_out_validation), also value the SFT model
+    # (before GRPO) there and route by it when its best validation value is higher than the GRPO
+    # model's: GRPO is kept only where it helped on queries it did not train on. The fit logs both
+    # values (route.validation_value_sft / _grpo) and compare's row fit_overhead_route_grpo_kept.
+    keep_sft_if_better: bool = True
     beta: float = 0.0  # KL coefficient to the SFT model; > 0 makes KL-GRPO
     # "reward_range": TRL's coefficient is beta x the mean per-query range of the training reward
     # (max - min over the K models), so the penalty is in the reward's units: the KL-regularised
@@ -437,6 +442,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "grpo_oversample": 1,
         "grpo_skip_flat_queries": False,
         "grpo_beta_units": "nats",
+        "grpo_keep_sft_if_better": False,  # the paper deploys its GRPO model
         "route_label_nested": False,
         "route_decoding": "greedy",
         "eval_batch_size": 64,
