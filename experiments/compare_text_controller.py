@@ -97,14 +97,22 @@ def _route_lines(rows: list[dict[str, Any]]) -> list[str]:
         return []
     lines = ["## Routing choice (on a validation part of train, at compare's reward)", "",
              "Each controller routes by the per-benchmark route's train score + alpha x its log-probabilities "
-             "(centred within the benchmark), greedily or by sampling; alpha = 0 is the label alone.", "",
-             "| agent | seed | alpha | decoding | validation reward: chosen | label only | validation queries |",
-             "|---|---|---|---|---:|---:|---:|"]
+             "(centred within the benchmark), greedily or by sampling; alpha = 0 is the label alone. A GRPO "
+             "controller routes by its GRPO model or, where that is worth less on validation, by its SFT model "
+             "(`grpo.keep_sft_if_better`): the best validation reward of each, and which routes.", "",
+             "| agent | seed | alpha | decoding | validation reward: chosen | label only | GRPO model | SFT model "
+             "| routes by | validation queries |",
+             "|---|---|---|---|---:|---:|---:|---:|---|---:|"]
+
+    def best_of(values: dict[str, float] | None) -> str:
+        return f"{max(values.values()):.3f}" if values else "—"
+
     for r in rows:
         values = r.get("validation_value") or {}
-        best = f"{max(values.values()):.3f}" if values else "—"
         label = f"{values['label only']:.3f}" if "label only" in values else "—"
-        lines.append(f"| {r['agent']} | {r['seed']} | {r['alpha']} | {r['decoding']} | {best} | {label} | "
+        by = "—" if "grpo_kept" not in r else ("GRPO model" if r["grpo_kept"] else "SFT model")
+        lines.append(f"| {r['agent']} | {r['seed']} | {r['alpha']} | {r['decoding']} | {best_of(values)} | {label} | "
+                     f"{best_of(r.get('validation_value_grpo'))} | {best_of(r.get('validation_value_sft'))} | {by} | "
                      f"{r.get('validation_queries', 0)} |")
     return [*lines, ""]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from routing_gym_agents.controller.policy import RoutePolicy, choose_policy, fit_overhead, refit_label
+from routing_gym_agents.controller.policy import RoutePolicy, choose_policy, fit_overhead, keep_grpo, refit_label
 from routing_gym_agents.controller.prompt import INVALID
 
 # Two benchmarks, three models. Benchmark 0: models 0 and 1 tie on the label (1 is cheaper);
@@ -52,6 +52,21 @@ def test_validation_chooses_the_text_where_it_helps_and_the_label_where_it_does_
     refit = refit_label(chosen, LABEL + 1.0, JOULES)
     assert refit.alpha == chosen.alpha and np.array_equal(refit.centre, chosen.centre)
     np.testing.assert_array_equal(refit.label, LABEL + 1.0)
+
+
+def test_a_collapsed_grpo_model_gives_way_to_the_sft_model_it_started_from():
+    # GRPO that sent every query to model 2 reads nothing within benchmark 0; the SFT model that
+    # knows which of models 0 and 1 answers is worth more on validation and routes instead.
+    rng = np.random.default_rng(1)
+    codes, rewards, sft_probs = _queries(400, rng)
+    collapsed = np.tile([0.01, 0.01, 0.98], (len(codes), 1))
+    args = (LABEL, JOULES, 2, (0.1, 1.0, 10.0), ("greedy", "sample"), True, -1.0, 0)
+    _, grpo_values = choose_policy(collapsed, codes, rewards, *args)
+    _, sft_values = choose_policy(sft_probs, codes, rewards, *args)
+    assert max(grpo_values.values()) < grpo_values["label only"] + 0.02 < max(sft_values.values()) - 0.2
+    assert not keep_grpo(grpo_values, sft_values)
+    assert keep_grpo(sft_values, grpo_values)  # the better model routes, whichever stage it is
+    assert keep_grpo(grpo_values, dict(grpo_values))  # ties: the GRPO model
 
 
 def test_sampling_is_a_seeded_draw_per_question_that_follows_the_distribution():

@@ -521,3 +521,34 @@ def test_label_nested_routing_is_chosen_on_validation_and_names_an_unseen_benchm
     loaded = TextControllerAgent.load(tmp_path / "nested")
     assert loaded.policy_.describe() == agent.policy_.describe()
     np.testing.assert_array_equal(loaded.act_batch(batch), actions)
+
+
+def test_grpo_worth_less_on_validation_than_its_sft_model_routes_by_the_sft_model(ctx, pool, monkeypatch):
+    from routing_gym_agents.controller import policy as controller_policy
+    from routing_gym_agents.controller.config import PRESETS
+
+    budget = dict(**FAST, sft_max_steps=4, sft_max_train_queries=8, sft_targets="sampled", grpo_max_steps=1,
+                  grpo_prompts_per_step=1, grpo_max_train_queries=2, grpo_probe_queries=0, grpo_learning_rate=1e-2)
+    agent = make_agent("grpo", **budget)
+    logs = agent.fit(ctx)
+    route = logs["route"]
+    grpo_best, sft_best = max(route["validation_value_grpo"].values()), max(route["validation_value_sft"].values())
+    assert route["grpo_kept"] == (grpo_best >= sft_best)
+    assert route["validation_value"] == route["validation_value_grpo" if route["grpo_kept"] else "validation_value_sft"]
+    assert logs["overhead"]["route_grpo_kept"] == float(route["grpo_kept"])
+    # Forced to give way, the GRPO agent routes exactly as the SFT agent of the same settings
+    # (the same SFT run, shared), though GRPO moved its own model's validation values.
+    monkeypatch.setattr(controller_policy, "keep_grpo", lambda grpo_values, sft_values: False)
+    fallen = make_agent("grpo", **budget)
+    fallen_route = fallen.fit(ctx)["route"]
+    assert fallen_route["validation_value_grpo"] != fallen_route["validation_value_sft"]
+    sft = make_agent("sft", **budget)
+    sft_route = sft.fit(ctx)["route"]
+    assert "grpo_kept" not in sft_route and fallen_route["grpo_kept"] is False
+    assert fallen_route["validation_value"] == sft_route["validation_value"] == fallen_route["validation_value_sft"]
+    batch = ObservationBatch.from_tournament(pool, pool.split_rows("test")[:8])
+    np.testing.assert_array_equal(fallen.act_batch(batch), sft.act_batch(batch))
+    # Switched off (and in the paper preset, which deploys its GRPO model) nothing is compared.
+    off = make_agent("grpo", **budget, grpo_keep_sft_if_better=False).fit(ctx)["route"]
+    assert "grpo_kept" not in off and off["validation_value"] == route["validation_value_grpo"]
+    assert PRESETS["paper"]["grpo_keep_sft_if_better"] is False

@@ -87,7 +87,7 @@ class TextControllerAgent(Agent):
         self.builder_, self.chat_ = trained.builder, trained.chat
         self.benchmarks_ = list(ctx.benchmarks)
         self.logs_ = trained.logs
-        self.logs_["route"] = self._fit_policy(ctx, trained.validation_rows)
+        self.logs_["route"] = self._fit_policy(ctx, trained.validation_rows, trained.sft_model)
         if self.config.report_dir:
             from routing_gym_agents.controller.report import write_training_report
 
@@ -99,14 +99,18 @@ class TextControllerAgent(Agent):
         if "grpo" in logs:
             logs["overhead"]["grpo_s"] = logs["grpo"]["grpo_s"]
         logs["overhead"].update(fit_overhead(self.policy_))  # the chosen alpha and decoding, in the row
+        if "grpo_kept" in self.logs_["route"]:  # 1: routes by the GRPO model, 0: by the SFT model
+            logs["overhead"]["route_grpo_kept"] = float(self.logs_["route"]["grpo_kept"])
         return logs
 
-    def _fit_policy(self, ctx: FitContext, validation_rows: np.ndarray) -> dict[str, Any]:
+    def _fit_policy(self, ctx: FitContext, validation_rows: np.ndarray, sft_model: Any = None) -> dict[str, Any]:
         """``policy_`` from the controller's probabilities on (up to ``route.max_validation_queries``
-        of) ``validation_rows``, the training rows it did not train on (``controller.policy``)."""
+        of) ``validation_rows``, the training rows it did not train on (``controller.policy``).
+        With ``sft_model`` (the model before GRPO; ``grpo.keep_sft_if_better``) both models are
+        valued there and the one whose best policy is worth more routes (ties: the GRPO model)."""
         from routing_gym.fronts.hull import benchmark_means
         from routing_gym_agents.controller.inference import choice_probabilities
-        from routing_gym_agents.controller.policy import choose_policy, refit_label
+        from routing_gym_agents.controller.policy import choose_policy, keep_grpo, refit_label
         from routing_gym_agents.controller.trainer import prompts_for_rows
 
         r, seed = self.config.route, ctx.seed if self.config.seed is None else self.config.seed
@@ -127,14 +131,29 @@ class TextControllerAgent(Agent):
         fit = np.setdiff1d(np.arange(ctx.n_train), validation_rows)
         tic = time.perf_counter()
         prompts = prompts_for_rows(self.builder_, ctx.train_tournament, val, self.chat_)
-        probs = choice_probabilities(self._routing_model(), self.tokenizer_, self.builder_, prompts, self.chat_,
-                                     self.config.eval.batch_size, self.config.eval.prefix_cache)
-        chosen, values = choose_policy(
-            probs, codes[val], rewards[val], benchmark_means(rewards[fit], codes[fit], n_b),
-            benchmark_means(outcomes.energy_j[fit], codes[fit], n_b), n_b, r.alphas, decodings, r.label_nested,
-            ctx.reward.invalid_penalty, seed)
+        fit_label = benchmark_means(rewards[fit], codes[fit], n_b)
+        fit_joules = benchmark_means(outcomes.energy_j[fit], codes[fit], n_b)
+
+        def choose(router: Any) -> tuple[RoutePolicy, dict[str, float]]:
+            probs = choice_probabilities(router, self.tokenizer_, self.builder_, prompts, self.chat_,
+                                         self.config.eval.batch_size, self.config.eval.prefix_cache)
+            return choose_policy(probs, codes[val], rewards[val], fit_label, fit_joules, n_b, r.alphas, decodings,
+                                 r.label_nested, ctx.reward.invalid_penalty, seed)
+
+        chosen, values = choose(self._routing_model())
+        out: dict[str, Any] = {}
+        if sft_model is not None:
+            from routing_gym_agents.controller.model import routing_model
+
+            sft_router = routing_model(sft_model, self.config.eval.dtype)
+            sft_chosen, sft_values = choose(sft_router)
+            kept = keep_grpo(values, sft_values)
+            out = {"validation_value_grpo": values, "validation_value_sft": sft_values, "grpo_kept": kept}
+            if not kept:  # GRPO did worse on validation than the model it started from
+                chosen, values = sft_chosen, sft_values
+                self.model_, self._router = sft_model, sft_router
         self.policy_ = refit_label(chosen, label, joules)
-        return {**self.policy_.describe(), "validation_value": values, "validation_queries": int(len(val)),
+        return {**self.policy_.describe(), "validation_value": values, "validation_queries": int(len(val)), **out,
                 "validation_s": time.perf_counter() - tic}
 
     # ------------------------------------------------------------------ routing

@@ -145,6 +145,12 @@ def choose_policy(
     return best, values
 
 
+def keep_grpo(grpo_values: dict[str, float], sft_values: dict[str, float]) -> bool:
+    """Whether the GRPO model routes rather than the SFT model it started from: its best policy's
+    validation value (``choose_policy``'s values) is at least the SFT model's (ties: GRPO)."""
+    return max(grpo_values.values()) >= max(sft_values.values())
+
+
 def refit_label(policy: RoutePolicy, label: np.ndarray, joules: np.ndarray) -> RoutePolicy:
     """The chosen policy with ``S`` and the tie-break joules of the whole training split."""
     if policy.alpha is None:

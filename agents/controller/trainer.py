@@ -45,6 +45,7 @@ torch, transformers, TRL and peft are imported inside functions only.
 
 from __future__ import annotations
 
+import copy
 import math
 import tempfile
 import time
@@ -516,6 +517,9 @@ class TrainedController:
     chat: bool
     logs: dict[str, Any]
     validation_rows: np.ndarray  # training-split rows neither SFT nor GRPO read (empty: none carved)
+    # The SFT model before GRPO, kept when it may replace the GRPO model (grpo.keep_sft_if_better
+    # with validation rows): the agent values both on validation and routes by the better one.
+    sft_model: Any = None
 
 
 def _subsample(rows: np.ndarray, n: int | None, rng: np.random.Generator) -> np.ndarray:
@@ -624,12 +628,15 @@ def train_controller(config: ControllerConfig, ctx: FitContext, stage: str) -> T
             "loss": [float(e["loss"]) for e in sft_log if "loss" in e],
             "grad_norm": [float(e["grad_norm"]) for e in sft_log if "grad_norm" in e],
         }
+        sft_model = None
         if stage == "grpo" and config.grpo.max_steps > 0:
+            if config.grpo.keep_sft_if_better and len(validation_rows):
+                sft_model = copy.deepcopy(model)  # GRPO trains (and merges LoRA into) model in place
             logs["grpo"] = _grpo_stage(model, tokenizer, builder, chat, config, ctx, train_rows, rng, seed, progress,
                                        scratch_dir)
             model = logs["grpo"].pop("model")
         logs["train_s"] = logs["sft_s"] + logs.get("grpo", {}).get("grpo_s", 0.0)
-    return TrainedController(model, tokenizer, builder, chat, logs, validation_rows)
+    return TrainedController(model, tokenizer, builder, chat, logs, validation_rows, sft_model)
 
 
 def _probe(
