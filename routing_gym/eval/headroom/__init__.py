@@ -319,15 +319,13 @@ def leak_free_ceiling(config: HeadroomConfig, t: Tournament, partitions: int = L
                                   "reference": [t.model_ids[i] for i in reference], "budget_j": run.budget,
                                   "form": {"leak_free": run.form, "inclusive": inclusive_form}}
         for name in gains:
-            step, boot = ladder.step_at_budget("task_aware_hull", name)
-            gains[name].append(step)
-            boots[name].append(boot)
+            step = ladder.step_over_label(name, rungs[name].stats, config.confidence)
+            gains[name].append(step["step_over_label_pp"])
+            boots[name].append(step.pop("resampled"))
             auc = routability.routability(rungs[name].scorer.test_p, half.correct[run.test_rows],
                                           half.benchmark_codes[run.test_rows], half.benchmarks, half.model_ids)
             aucs[name].append(auc["pairwise_auc"])
-            record[name] = {"step_over_label_pp": step, "ci": [float(v) for v in percentile_interval(boot, config.confidence)],
-                            "content_gain_pp": rungs[name].stats["content_gain_pp"], "mean_j": rungs[name].stats["mean_j"],
-                            "pairwise_auc": auc["pairwise_auc"]}
+            record[name] = {**step, "pairwise_auc": auc["pairwise_auc"]}
         records.append(record)
     out: dict[str, Any] = {"partitions": records, "rule": LEAK_FREE_RULE}
     for name in gains:
@@ -349,10 +347,9 @@ def ceiling_over_forms(config: HeadroomConfig, run: _Prepared, task: Rung) -> di
     ladder = _statistics(config, t, run.train_rows, run.test_rows, rungs, {}, np.array([run.budget]))
     ceilings = {}
     for form in SHARE_FORMS:
-        step, boot = ladder.step_at_budget("task_aware_hull", form)
-        ceilings[form] = {"step_over_label_pp": step, "ci": [float(v) for v in percentile_interval(boot, config.confidence)],
-                          "content_gain_pp": rungs[form].stats["content_gain_pp"], "mean_j": rungs[form].stats["mean_j"],
-                          "cross_fitted_log_loss": run.form_log_loss[form]}
+        step = ladder.step_over_label(form, rungs[form].stats, config.confidence)
+        del step["resampled"]
+        ceilings[form] = {**step, "cross_fitted_log_loss": run.form_log_loss[form]}
     steps = [c["step_over_label_pp"] for c in ceilings.values()]
     return {"chosen": run.form, "rule": FORM_RULE, "forms": ceilings, "range_pp": [float(min(steps)), float(max(steps))]}
 

@@ -212,18 +212,21 @@ def chain_slope_at(chain_j: np.ndarray, chain_acc: np.ndarray, at: np.ndarray) -
 class LadderStatistics:
     hulls: dict[str, Any]
     fixed: dict[str, list[float]]  # the fixed models' test accuracy and mean joules
-    steps: list[dict[str, Any]]  # consecutive rungs' difference at the budget (common J), paired
+    steps: list[dict[str, Any]]  # consecutive rungs' difference at the budget (common J), paired; [] without common J
     resampled_content: dict[str, np.ndarray]  # ``[B]`` content gains by rung (the same resamples for every pool of the same queries)
     common: dict[str, Any] | None  # every rung's content gain at each common J
     # ``[J]`` and ``[B, J]`` content gains at the common J by rung, read at the nearest end beyond a curve
     common_point: dict[str, np.ndarray] = field(default_factory=dict)
     common_boot: dict[str, np.ndarray] = field(default_factory=dict)
 
-    def step_at_budget(self, low: str, high: str) -> tuple[float, np.ndarray]:
-        """Rung ``high``'s accuracy minus rung ``low``'s at the budget (the first common J), pp:
-        the point and its ``[B]`` resamples."""
-        return (float(self.common_point[high][0] - self.common_point[low][0]),
-                self.common_boot[high][:, 0] - self.common_boot[low][:, 0])
+    def step_over_label(self, name: str, stats: dict[str, Any], confidence: float) -> dict[str, Any]:
+        """Rung ``name``'s accuracy minus the task-aware rung's at the budget (the first common J),
+        pp, with its interval and ``[B]`` resamples (``resampled``), beside the rung's own content
+        gain and joules (``stats``)."""
+        boot = self.common_boot[name][:, 0] - self.common_boot["task_aware_hull"][:, 0]
+        return {"step_over_label_pp": float(self.common_point[name][0] - self.common_point["task_aware_hull"][0]),
+                "ci": [float(v) for v in percentile_interval(boot, confidence)], "resampled": boot,
+                "content_gain_pp": stats["content_gain_pp"], "mean_j": stats["mean_j"]}
 
 
 def ladder_statistics(t: Tournament, train_rows: np.ndarray, test_rows: np.ndarray, rungs: dict[str, Rung],
@@ -266,17 +269,13 @@ def ladder_statistics(t: Tournament, train_rows: np.ndarray, test_rows: np.ndarr
             "yardstick_slope_pp_per_j": float(slopes[i]),
         }
     names = list(rungs)
-    steps = [{"from": a, "to": b, "at": "own joules",
-              "content_gain_step_pp": float(point["content_gain_pp"][j] - point["content_gain_pp"][j - 1]),
-              "ci": interval(resampled["content_gain_pp"][:, j] - resampled["content_gain_pp"][:, j - 1])}
-             for j, (a, b) in enumerate(zip(names, names[1:]), start=1)]
-    common, common_point, common_boot = None, {}, {}
-    if joules is not None:
+    steps, common, common_point, common_boot = [], None, {}, {}
+    if joules is not None:  # steps are taken at the budget: without common joules there are none
         energy_at = 6 + len(curve_names)  # the curves' joules follow their correctness
         curves = {n: (part(full, energy_at + k), part(full, 6 + k), part(boot, energy_at + k), part(boot, 6 + k))
                   for k, n in enumerate(curve_names)}
-        common, step_boot, common_point, common_boot = _at_common_joules(np.asarray(joules, dtype=np.float64), curves, sticks.task, candidates_full,
-                                              candidates_boot, interval)
+        common, step_boot, common_point, common_boot = _at_common_joules(
+            np.asarray(joules, dtype=np.float64), curves, sticks.task, candidates_full, candidates_boot, interval)
         steps = [{"from": a, "to": b, "at_j": float(joules[0]), **common["steps_at_budget"][k]}
                  for k, (a, b) in enumerate(zip(names, names[1:]))]
         _family_verdicts([rungs[n].stats for n in names], resampled["content_gain_pp"][:, :len(names)], steps, step_boot,
