@@ -117,6 +117,53 @@ def _route_lines(rows: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+def _curve_lines(reports: Path) -> list[str]:
+    """The GRPO curves (each GRPO fit's ``grpo_reward.png``) and what the step log says of them:
+    the reward and top-1 share over the first and last three steps, the share of groups without
+    reward spread, and the KL penalty beside the reward's spread (is KL-GRPO any different?)."""
+    fits = []
+    for steps_csv in sorted(reports.glob("*/seed-*/grpo_steps.csv")):
+        steps = np.genfromtxt(steps_csv, delimiter=",", names=True)
+        summary = json.loads((steps_csv.parent / "summary.json").read_text())
+        fits.append((steps_csv.parent, np.atleast_1d(steps), summary))
+    if not fits:
+        return []
+    lines = ["## GRPO curves", "",
+             "From each GRPO fit's step log (`reports/<agent>/seed-*/grpo_steps.csv`; plots beside it): mean over "
+             "the first -> last three steps. Penalty = beta x KL at the last step, in reward units, beside the "
+             "mean within-group reward spread (std) the advantages come from.", "",
+             "| agent | seed | steps x prompts trained (sampled) x generations | queries left out (models' rewards equal) "
+             "| mean reward first -> last | top-1 share first -> last | sampled groups without reward spread | trained "
+             "prompts with spread / prompts a step | beta | KL last | penalty last | reward spread |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for folder, steps, summary in fits:
+        grpo, config = summary["grpo"], summary["config"]["grpo"]
+        head, tail = steps[:3], steps[-3:]
+        beta, kl_last = grpo.get("beta", 0.0), float(steps["kl"][-1])
+        # TRL computes no KL without a penalty (beta 0: the column is empty)
+        kl_words = f"{kl_last:.4f} | {beta * kl_last:.5f}" if beta else "— | 0"
+        lines.append(
+            f"| {folder.parent.name} | {folder.name} | {len(steps)} x {config['prompts_per_step']} "
+            f"({config.get('oversample', 1) * config['prompts_per_step']}) x {config['num_generations']} | {grpo.get('flat_queries_skipped', 0)} of {grpo.get('n_queries', '—')} | "
+            f"{head['mean_reward'].mean():.3f} -> {tail['mean_reward'].mean():.3f} | "
+            f"{head['top1_share'].mean():.2f} -> {tail['top1_share'].mean():.2f} | "
+            f"{steps['frac_reward_zero_std'].mean():.2f} | {np.nanmean(steps['groups_with_spread']):.2f} | {beta:.3f} | {kl_words} | {steps['reward_std'].mean():.3f} |")
+    lines.append("")
+    for folder, steps, summary in fits:
+        beta = summary["grpo"].get("beta", 0.0)
+        if beta:
+            share = beta * float(steps["kl"][-1]) / float(steps["reward_std"].mean())
+            lines += [f"{folder.parent.name} {folder.name}: the KL penalty at the last step is {100 * share:.2f} % of the "
+                      "reward spread" + (": the policy moves so little from the SFT model in these steps that at this "
+                                         "scale the penalty cannot make it route otherwise than GRPO alone"
+                                         if share < 0.01 else "") + ".", ""]
+    for folder, _, _ in fits:
+        plot = folder / "grpo_reward.png"
+        if plot.exists():
+            lines.append(f"![{folder.parent.name} {folder.name}: GRPO reward]({plot.relative_to(reports.parent)})")
+    return [*lines, ""]
+
+
 def _mix(mix: dict[str, float]) -> str:
     top = sorted(mix.items(), key=lambda kv: -kv[1])[:3]
     return ", ".join(f"{m} {s:.2f}" for m, s in top)
@@ -200,9 +247,10 @@ def _teacher_lines(teacher: dict[str, Any] | None, rows: list[dict[str, Any]]) -
 
 
 def readme_about(timing: dict[str, Any], probe: list[dict[str, Any]], table: str,
-                 teacher_lines: list[str] | None = None, route_lines: list[str] | None = None) -> str:
+                 teacher_lines: list[str] | None = None, route_lines: list[str] | None = None,
+                 curve_lines: list[str] | None = None) -> str:
     """The README's text after its title and command: the run's cost, the routing choice, the
-    probe, the SFT teacher on held-out queries, compare's table."""
+    probe, the GRPO curves, the SFT teacher on held-out queries, compare's table."""
     lines = [
         f"Whole run: {timing['wall_s']:.0f} s wall, {timing['cpu_s']:.0f} s CPU (user + system, every process), peak "
         f"memory {timing['peak_rss_gb']} GB (largest process), on {_machine_words(timing)} (`run.json`: the "
@@ -232,7 +280,7 @@ def readme_about(timing: dict[str, Any], probe: list[dict[str, Any]], table: str
         )
     if not probe:
         lines.append("| (no GRPO agent in the run) | | | | | | | | | |")
-    lines += ["", *(teacher_lines or []), "## compare's table (`table.md`)", "", table.strip(), ""]
+    lines += ["", *(curve_lines or []), *(teacher_lines or []), "## compare's table (`table.md`)", "", table.strip(), ""]
     return "\n".join(lines)
 
 
@@ -255,7 +303,8 @@ def write_readmes(out: Path, tournament: str, argv: list[str], started_on: str |
     rows = results["rows"] if results else []
     teacher = sft_teacher(out, results["settings"]) if results else None
     write_readme(out, f"Text controller on `{tournament}`: compare",
-                 readme_about(timing, probe, table, _teacher_lines(teacher, rows), _route_lines(_route_rows(out / "reports"))),
+                 readme_about(timing, probe, table, _teacher_lines(teacher, rows), _route_lines(_route_rows(out / "reports")),
+                              _curve_lines(out / "reports")),
                  argv, started_on=started_on)
     write_index(out.parent, "Text controller results (SFT -> GRPO -> KL-GRPO, SmolLM2-135M-Instruct on CPU)", INDEX_ABOUT)
 
