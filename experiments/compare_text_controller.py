@@ -136,27 +136,26 @@ def _curve_lines(reports: Path) -> list[str]:
              "| mean reward first -> last | top-1 share first -> last | sampled groups without reward spread | trained "
              "prompts with spread / prompts a step | beta | KL last | penalty last | reward spread |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    kl_notes = []
     for folder, steps, summary in fits:
         grpo, config = summary["grpo"], summary["config"]["grpo"]
         head, tail = steps[:3], steps[-3:]
         beta, kl_last = grpo.get("beta", 0.0), float(steps["kl"][-1])
         # TRL computes no KL without a penalty (beta 0: the column is empty)
         kl_words = f"{kl_last:.4f} | {beta * kl_last:.5f}" if beta else "— | 0"
+        if beta:
+            share = beta * kl_last / float(steps["reward_std"].mean())
+            kl_notes += [f"{folder.parent.name} {folder.name}: the KL penalty at the last step is {100 * share:.2f} % of "
+                         "the reward spread" + (": the policy moves so little from the SFT model in these steps that at "
+                                                "this scale the penalty cannot make it route otherwise than GRPO alone"
+                                                if share < 0.01 else "") + ".", ""]
         lines.append(
             f"| {folder.parent.name} | {folder.name} | {len(steps)} x {config['prompts_per_step']} "
             f"({config.get('oversample', 1) * config['prompts_per_step']}) x {config['num_generations']} | {grpo.get('flat_queries_skipped', 0)} of {grpo.get('n_queries', '—')} | "
             f"{head['mean_reward'].mean():.3f} -> {tail['mean_reward'].mean():.3f} | "
             f"{head['top1_share'].mean():.2f} -> {tail['top1_share'].mean():.2f} | "
             f"{steps['frac_reward_zero_std'].mean():.2f} | {np.nanmean(steps['groups_with_spread']):.2f} | {beta:.3f} | {kl_words} | {steps['reward_std'].mean():.3f} |")
-    lines.append("")
-    for folder, steps, summary in fits:
-        beta = summary["grpo"].get("beta", 0.0)
-        if beta:
-            share = beta * float(steps["kl"][-1]) / float(steps["reward_std"].mean())
-            lines += [f"{folder.parent.name} {folder.name}: the KL penalty at the last step is {100 * share:.2f} % of the "
-                      "reward spread" + (": the policy moves so little from the SFT model in these steps that at this "
-                                         "scale the penalty cannot make it route otherwise than GRPO alone"
-                                         if share < 0.01 else "") + ".", ""]
+    lines += ["", *kl_notes]
     for folder, _, _ in fits:
         plot = folder / "grpo_reward.png"
         if plot.exists():
