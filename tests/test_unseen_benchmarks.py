@@ -31,7 +31,7 @@ KWARGS = {
     "gbdt": {"max_iter": 10},
 }
 # Agents that index a per-benchmark table: they refuse a code outside the tournament's list.
-LABEL_TABLES = ("per-benchmark", "cost-aware", "irt", "mf", "gbdt")
+LABEL_TABLES = ("per-benchmark", "cost-aware", "irt", "mf", "gbdt", "chain-mix")
 
 
 def built_in_agents() -> list[str]:
