@@ -200,3 +200,20 @@ def test_kill_9_mid_sweep_then_resume_has_every_request_once(tmp_path, server):
     assert after[: len(before)] == before  # nothing answered before the kill was lost or changed
     assert len({r["session"] for r in after}) == 2
     assert [int(r["batch_size"]) for r in table(out)[1]] == [1, 2, 4]
+
+
+def test_a_request_that_fails_every_attempt_is_recorded_and_sent_again_on_resume(tmp_path, server):
+    config = config_from_dict(sweep_data(tmp_path, server.url, concurrency=(1, 2), retry={"max_attempts": 2}))
+    server.plan = [None, 500, "malformed"]  # the warm-up, then both attempts of N=1's request 0
+    summary = run_sweep(config, tmp_path / "sweep", progress=False, sleep=lambda s: None)
+    assert not summary.complete and summary.failed_now == 1 and summary.done_now == 11
+    (failed,) = requests_of(tmp_path / "sweep", "failed")
+    assert (failed["concurrency"], failed["request"], failed["attempts"]) == (1, 0, 2)
+    assert "HTTP 500" in failed["errors"][0] and "MalformedResponse" in failed["errors"][1]
+    assert [int(r["batch_size"]) for r in table(tmp_path / "sweep")[1]] == [2]  # no row from part of a level
+
+    resumed = run_sweep(config, tmp_path / "sweep", progress=False)
+    assert resumed.complete and resumed.done_now == 1
+    ok = requests_of(tmp_path / "sweep")
+    assert len(ok) == 12 and len({(r["concurrency"], r["request"]) for r in ok}) == 12
+    assert [int(r["batch_size"]) for r in table(tmp_path / "sweep")[1]] == [1, 2]

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from routing_gym.cli import INTERRUPTED, PAPER_SPLIT_SPEC, add_split_arguments, describe_splits, split_proportions
+from routing_gym.cli import INCOMPLETE, INTERRUPTED, PAPER_SPLIT_SPEC, add_split_arguments, describe_splits, split_proportions
 from routing_gym.collect.config import METERS
 from routing_gym.errors import UsageError
 
@@ -121,8 +121,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return INTERRUPTED
     print(summary)
     if not summary.complete:
-        print("incomplete: rerun the same command to send the missing requests (exit status 3)")
-        return 3
+        print(f"incomplete: rerun the same command to send the missing requests (exit status {INCOMPLETE})")
+        return INCOMPLETE
     return 0
 
 
