@@ -33,8 +33,8 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 import pytest
+from collect_server import FakeOllama, make_config
 from conftest import make_tournament
-from test_collect_runner import FakeOllama, make_config
 
 from routing_gym.collect import CollectError, ConfigError, config_from_dict
 from routing_gym.collect.runner import run_collection

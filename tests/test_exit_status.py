@@ -40,6 +40,7 @@ CASES: dict[str, tuple[list[str], list[str] | None]] = {
     "collapse": (["collapse", "--agent", "linucbb", "--tournament", GOOD, "--out", "{tmp}/x"],
                  ["collapse", "--agent", "linucb", "--tournament", BAD, "--out", "{tmp}/x"]),
     "collect run": (["collect", "run", "{tmp}/no-such-config.yaml", "--out", "{tmp}/run"], None),
+    "collect sweep": (["collect", "sweep", "{tmp}/no-such-config.yaml", "--out", "{tmp}/run"], None),
     "collect status": (["collect", "status"], ["collect", "status", "{tmp}/no-data"]),
     "collect to-tournament": (["collect", "to-tournament", "{tmp}/no-data", "--dest", "{tmp}/x", "--split", "train=x"],
                               ["collect", "to-tournament", "{tmp}/no-data", "--dest", "{tmp}/x"]),

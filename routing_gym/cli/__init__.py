@@ -21,7 +21,7 @@ from routing_gym.tournament import PAPER_SPLIT
 OK = 0
 BAD_DATA = 1  # bad input data (validation, missing files), or some run failed (outputs still written)
 USAGE = 2  # the command line or a config file asks for something that cannot work; nothing ran
-INCOMPLETE = 3  # `collect run` stopped with pairs left to retry
+INCOMPLETE = 3  # `collect run` / `collect sweep` stopped with pairs / requests left to retry
 INTERRUPTED = 130  # the shell's status for a command stopped by Ctrl-C (128 + SIGINT)
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of our output went away (`... | head`)
 PAPER_SPLIT_SPEC = ",".join(f"{name}={count}" for name, count in PAPER_SPLIT.items())

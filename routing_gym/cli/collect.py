@@ -1,4 +1,5 @@
-"""``routing-gym collect run|status|to-tournament``: build a measured tournament from served models."""
+"""``routing-gym collect run|sweep|status|to-tournament``: build a measured tournament from served
+models, and measure their batch curves under load."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import argparse
 import json
 from pathlib import Path
 
-from routing_gym.cli import INTERRUPTED, PAPER_SPLIT_SPEC, add_split_arguments, describe_splits, split_proportions
+from routing_gym.cli import INCOMPLETE, INTERRUPTED, PAPER_SPLIT_SPEC, add_split_arguments, describe_splits, split_proportions
 from routing_gym.collect.config import METERS
+from routing_gym.errors import UsageError
 
 
 def add_commands(cli) -> None:
@@ -29,6 +31,19 @@ def add_commands(cli) -> None:
                      "(importable on every node with --ray)")
     run.set_defaults(func=cmd_run)
 
+    sweep = collect.add_parser("sweep", help="N requests in flight at once for each N of sweep.concurrency: "
+                               "time per token, power and energy per request per (model, N); resumes")
+    sweep.add_argument("config", help="collection config with a 'sweep' section (see docs/collecting.md)")
+    sweep.add_argument("--out", required=True, help="sweep folder (created; an existing one is resumed)")
+    sweep.add_argument("--concurrency", default=None, metavar="N,N,...", help="override sweep.concurrency, e.g. 1,2,4,8")
+    sweep.add_argument("--meter", default=None, choices=METERS, help="override energy.meter")
+    sweep.add_argument("--host", default=None, help="override server.ollama_host")
+    sweep.add_argument("--data-dir", default=None, help="shared question sets (default: ROUTING_GYM_DATA_DIR)")
+    sweep.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    sweep.add_argument("--backend-factory", default=None, metavar="MODULE:FUNCTION",
+                       help="build the backends with FUNCTION(config) -> {model id: Backend} instead of from the config")
+    sweep.set_defaults(func=cmd_sweep)
+
     status = collect.add_parser("status", help="progress of a run folder: pairs done per model, failures, joules")
     status.add_argument("out", help="run folder")
     status.add_argument("--json", action="store_true", help="print machine-readable JSON")
@@ -44,15 +59,22 @@ def add_commands(cli) -> None:
     convert.set_defaults(func=cmd_to_tournament)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _load(args: argparse.Namespace):
+    """The config file with the command line's overrides."""
     from routing_gym.collect.config import load_config
-    from routing_gym.collect.runner import run_collection
 
     config = load_config(args.config)
     if args.meter:
         config.energy.meter = args.meter
     if args.host:
         config.server.ollama_host = args.host
+    return config
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from routing_gym.collect.runner import run_collection
+
+    config = _load(args)
     progress = False if args.no_progress else None
     try:
         if args.ray:
@@ -75,6 +97,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not summary.complete:
         print("incomplete: rerun the same command to retry the missing pairs (exit status 3)")
         return 3
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from routing_gym.collect.config import config_from_dict
+    from routing_gym.collect.shards import resolve_backend_factory
+    from routing_gym.collect.sweep import run_sweep
+
+    config = _load(args)
+    if args.concurrency is not None:
+        data = config.to_dict()
+        try:
+            data["sweep"]["concurrency"] = [int(n) for n in args.concurrency.split(",")]
+        except ValueError:
+            raise UsageError(f"--concurrency {args.concurrency!r}: expected whole numbers separated by commas, e.g. 1,2,4,8") from None
+        config = config_from_dict(data, source=f"{config.source} with --concurrency")
+    factory = resolve_backend_factory(args.backend_factory)
+    try:
+        summary = run_sweep(config, Path(args.out), progress=False if args.no_progress else None, data_dir=args.data_dir,
+                            backends=factory(config) if factory else None)
+    except KeyboardInterrupt:  # the sweep already said where the records are and how to resume
+        return INTERRUPTED
+    print(summary)
+    if not summary.complete:
+        print(f"incomplete: rerun the same command to send the missing requests (exit status {INCOMPLETE})")
+        return INCOMPLETE
     return 0
 
 

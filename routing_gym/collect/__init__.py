@@ -3,7 +3,8 @@
 Start with ``docs/collecting.md``. The parts: ``config`` (what to run), ``backends`` (Ollama,
 OpenAI-compatible servers, transformers in process), ``meters`` (NVML energy counter, NVML
 power polling, replayed traces), ``runner`` (the crash-safe, resumable loop), ``convert``
-(records -> Tournament). Nothing heavy is imported here.
+(records -> Tournament), ``sweep`` (batch curves: N requests in flight per model). Nothing heavy is
+imported here.
 """
 
 from routing_gym.collect.config import CollectConfig, config_from_dict, load_config
@@ -20,6 +21,7 @@ __all__ = [
     "records_to_tournament",
     "run_collection",
     "run_status",
+    "run_sweep",
 ]
 
 
@@ -32,4 +34,8 @@ def __getattr__(name: str):
         from routing_gym.collect.convert import records_to_tournament
 
         return records_to_tournament
+    if name == "run_sweep":
+        from routing_gym.collect.sweep import run_sweep
+
+        return run_sweep
     raise AttributeError(name)

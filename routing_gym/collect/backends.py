@@ -98,7 +98,7 @@ class OllamaBackend(Backend):
 
     kind = "ollama"
 
-    def __init__(self, host: str, generation: GenerationConfig, timeout_s: float = 600.0) -> None:
+    def __init__(self, host: str, generation: GenerationConfig, timeout_s: float = 600.0, connections: int | None = None) -> None:
         super().__init__(generation)
         try:
             import ollama
@@ -107,7 +107,12 @@ class OllamaBackend(Backend):
         self.host = host
         self.timeout_s = timeout_s
         self._ollama = ollama
-        self.client = ollama.Client(host=host, timeout=timeout_s)
+        kwargs = {}
+        if connections:  # httpx pools 100 connections by default: more requests in flight would queue here
+            import httpx
+
+            kwargs["limits"] = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+        self.client = ollama.Client(host=host, timeout=timeout_s, **kwargs)
         self._tags: dict[str, dict[str, Any]] | None = None
 
     def _call(self, what: str, fn, *args, **kwargs):
@@ -375,8 +380,9 @@ class TransformersBackend(Backend):
         self._loaded.clear()
 
 
-def make_backends(config: CollectConfig) -> dict[str, Backend]:
-    """One backend per (kind, host) used by the config's models, keyed by model id."""
+def make_backends(config: CollectConfig, connections: int | None = None) -> dict[str, Backend]:
+    """One backend per (kind, host) used by the config's models, keyed by model id;
+    ``connections``: HTTP connections an Ollama client may hold open (the sweep's largest N)."""
     by_key: dict[tuple[str, str], Backend] = {}
     out: dict[str, Backend] = {}
     s = config.server
@@ -384,7 +390,7 @@ def make_backends(config: CollectConfig) -> dict[str, Backend]:
         if m.backend == "ollama":
             key = ("ollama", m.host or s.ollama_host)
             if key not in by_key:
-                by_key[key] = OllamaBackend(key[1], config.generation, s.timeout_s)
+                by_key[key] = OllamaBackend(key[1], config.generation, s.timeout_s, connections)
         elif m.backend == "openai":
             key = ("openai", m.host or s.openai_base_url)
             if key not in by_key:

@@ -130,6 +130,20 @@ class ShardSpec:
 
 
 @dataclass
+class SweepConfig:
+    """``collect sweep``: each model answers with N requests in flight at once, for each N
+    (``routing_gym.collect.sweep``)."""
+
+    concurrency: list[int] = field(default_factory=list)  # the N values, e.g. [1, 2, 4, 8]; [] = no sweep
+    rounds: int = 4  # requests measured per (model, N) = max(min_requests, rounds x N)
+    min_requests: int = 16
+    models: list[str] = field(default_factory=list)  # model ids to sweep; [] = every model
+
+    def requests(self, n: int) -> int:
+        return max(self.min_requests, self.rounds * n)
+
+
+@dataclass
 class CollectConfig:
     """Everything that defines a collection run."""
 
@@ -147,6 +161,7 @@ class CollectConfig:
     store_output_text: bool = True
     # ``collect run --ray``: one actor per shard; none = one per Ray node, models dealt round robin
     shards: list[ShardSpec] = field(default_factory=list)
+    sweep: SweepConfig = field(default_factory=SweepConfig)  # `collect sweep` only
     source: str = field(default="<memory>", compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -223,7 +238,47 @@ def _semantic_problems(c: CollectConfig) -> list[str]:
     if c.warmup.calls < 0:
         problems.append(f"warmup.calls: must be >= 0, got {c.warmup.calls}")
     problems += _shard_problems(c)
+    problems += _sweep_problems(c)
     return problems
+
+
+SWEEP_BACKENDS = ("ollama", "openai")  # a sweep needs a server that can take concurrent requests
+
+
+def _sweep_problems(c: CollectConfig) -> list[str]:
+    s = c.sweep
+    problems = [f"sweep.concurrency[{i}]: must be >= 1, got {n}" for i, n in enumerate(s.concurrency) if n < 1]
+    if len(set(s.concurrency)) != len(s.concurrency):
+        problems.append(f"sweep.concurrency: each N once, got {s.concurrency}")
+    if s.rounds < 1:
+        problems.append(f"sweep.rounds: must be >= 1, got {s.rounds}")
+    if s.min_requests < 1:
+        problems.append(f"sweep.min_requests: must be >= 1, got {s.min_requests}")
+    models = {m.id: m for m in c.models}
+    for j, model_id in enumerate(s.models):
+        if model_id not in models:
+            problems.append(f"sweep.models[{j}]: unknown model id {model_id!r}; models: {sorted(models)}")
+        elif models[model_id].backend not in SWEEP_BACKENDS:
+            problems.append(f"sweep.models[{j}]: model {model_id!r} has backend {models[model_id].backend!r}; "
+                            f"a sweep needs a server ({', '.join(SWEEP_BACKENDS)})")
+    return problems
+
+
+def sweep_models(config: CollectConfig) -> list[ModelSpec]:
+    """The models a ``collect sweep`` measures; raises :class:`ConfigError` naming the field when
+    the config has no sweep or would sweep a model that is not served over HTTP."""
+    where = config.source
+    if not config.sweep.concurrency:
+        raise ConfigError(f"{where}: sweep.concurrency: list the numbers of requests in flight to measure, "
+                          "e.g. sweep: {concurrency: [1, 2, 4, 8]}")
+    if config.sweep.models:
+        return [config.model(m) for m in config.sweep.models]
+    local = [f"models[{i}].backend: model {m.id!r} has backend {m.backend!r}"
+             for i, m in enumerate(config.models) if m.backend not in SWEEP_BACKENDS]
+    if local:
+        raise ConfigError(f"{where}: " + "; ".join(local) + f"; a sweep needs a server ({', '.join(SWEEP_BACKENDS)}): "
+                          "name the served models in sweep.models")
+    return list(config.models)
 
 
 def _shard_problems(c: CollectConfig) -> list[str]:

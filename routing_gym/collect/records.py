@@ -174,12 +174,16 @@ def _fsync_dir(path: Path) -> None:
 
 def write_json_atomic(path: str | Path, data: Any) -> None:
     """Write a JSON file via a temporary file and rename (never half-written)."""
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write a text file via a temporary file and rename (never half-written)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
-            handle.write("\n")
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

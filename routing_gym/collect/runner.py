@@ -268,14 +268,19 @@ def run_collection(
         say(f"interrupted; every finished call is saved in {record_log.path}; rerun the same command to resume")
         raise
     finally:
-        if bar is not None:
-            bar.close()
-        if own_meter and meter is not None:
-            meter.close()
-        if own_backends and backends is not None:
-            for b in set(backends.values()):
-                b.close()
-        record_log.close()
+        close_run(bar, meter if own_meter else None, backends if own_backends else None, record_log)
+
+
+def close_run(bar: Any, meter: Meter | None, backends: dict[str, Backend] | None, record_log: RecordLog) -> None:
+    """Close what a run opened (its own meter and backends: None for those the caller passed in)."""
+    if bar is not None:
+        bar.close()
+    if meter is not None:
+        meter.close()
+    if backends is not None:
+        for b in set(backends.values()):
+            b.close()
+    record_log.close()
 
 
 def answer_pair(config: CollectConfig, model: ModelSpec, question: dict[str, Any], backend: Backend, meter: Meter,
@@ -333,7 +338,8 @@ def _stop(summary: RunSummary, why: str) -> CollectError:
     )
 
 
-def _preflight(config: CollectConfig, todo, backends: dict[str, Backend], records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _preflight(config: CollectConfig, todo, backends: dict[str, Backend], records: list[dict[str, Any]],
+               record_type: str = "call") -> dict[str, dict[str, Any]]:
     """Check every model with pending work is servable, and unchanged since earlier sessions."""
     serving: dict[str, dict[str, Any]] = {}
     missing: list[str] = []
@@ -348,15 +354,15 @@ def _preflight(config: CollectConfig, todo, backends: dict[str, Backend], record
             raise CollectError(f"cannot start: checking model {m.id} failed: {exc}") from exc
     if missing:
         raise CollectError("cannot start, model(s) not available:\n  " + "\n  ".join(missing))
-    check_digests(serving, records)
+    check_digests(serving, records, record_type)
     return serving
 
 
-def check_digests(serving: dict[str, dict[str, Any]], records: list[dict[str, Any]]) -> None:
-    """Refuse a model whose weights (digest) changed since earlier records of the run."""
+def check_digests(serving: dict[str, dict[str, Any]], records: list[dict[str, Any]], record_type: str = "call") -> None:
+    """Refuse a model whose weights (digest) changed since earlier ``record_type`` records of the run."""
     previous: dict[str, str] = {}
     for r in records:
-        if r.get("type") == "call" and r.get("status") == "ok" and r.get("digest"):
+        if r.get("type") == record_type and r.get("status") == "ok" and r.get("digest"):
             previous[r["model_id"]] = r["digest"]
     changed = [
         f"{m}: {old} -> {serving[m]['digest']}" for m, old in previous.items()
