@@ -37,6 +37,7 @@ _BUILTIN_MODULES = (
     "routing_gym_agents.irt",
     "routing_gym_agents.mf",
     "routing_gym_agents.gbdt",
+    "routing_gym_agents.vw",
 )
 _plugins_loaded = False
 
