@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from results_readme import command_line, write_readme  # this script's folder is on sys.path
+from routers_study import compare_process
 from task_aware_study import _ci, check_choices
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,26 +67,15 @@ def run_features(seeds: int) -> None:
 
 def run_one_compare(name: str, seeds: int) -> None:
     """One ``routing-gym compare`` process; its outputs and resource use into ``OUT/<name>``."""
-    cells = CELLS / name
     args = ["compare", "--tournament", name, "--agents", ",".join(AGENTS), "--seeds", str(seeds), "--no-plots"]
     load_before = os.getloadavg()
-    tic = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "routing_gym", *args, "--out", str(cells)], cwd=ROOT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - tic
-    out = OUT / name
-    out.mkdir(parents=True, exist_ok=True)
-    for path in cells.iterdir():
-        if path.is_file():
-            shutil.copy2(path, out / path.name)
-    (out / "run.json").write_text(json.dumps({
-        "command": " ".join(["routing-gym", *args]), "exit_status": os.waitstatus_to_exitcode(status),
-        "wall_s": round(wall, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "niceness": os.nice(0),
+    usage = compare_process(args, CELLS / name, OUT / name)
+    (OUT / name / "run.json").write_text(json.dumps({
+        "command": " ".join(["routing-gym", *args]), **usage, "niceness": os.nice(0),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
     }, indent=1))
-    log(f"compare {name}: {wall:.0f} s wall, {usage.ru_utime + usage.ru_stime:.0f} s CPU, {usage.ru_maxrss / 1024:.0f} MB")
+    log(f"compare {name}: {usage['wall_s']:.0f} s wall, {usage['cpu_s']:.0f} s CPU, {usage['peak_rss_mb']:.0f} MB")
 
 
 def _verdict(row: dict[str, Any]) -> str:
