@@ -85,7 +85,10 @@ def _workspace(args: str) -> Any:
 @register_agent("vw-epsilon", exploration="epsilon")
 @register_agent("vw-regcb", exploration="regcb")
 class VWContextualBandit(Agent):
-    """VW ``cb_explore_adf`` trained online through the training env (module docstring).
+    """Vowpal Wabbit's ``cb_explore_adf`` with SquareCB, epsilon-greedy or RegCB-Opt exploration,
+    trained online on bandit feedback through the training env (one pass); at test it routes to
+    the model VW's frozen exploration layer rates highest: the greedy one on the learned costs
+    (RegCB-Opt: the lowest lower confidence bound). Details in the module docstring.
 
     Args:
         exploration: ``"squarecb"``, ``"epsilon"`` or ``"regcb"`` (RegCB-Opt).

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import BENCHMARKS, make_tournament
 
-pytest.importorskip("vowpalwabbit")  # the `vw` extra (also in `all`)
+pytest.importorskip("vowpalwabbit", reason="the vw extra (pip install -e '.[vw]')")
 
 from routing_gym.envs import ObservationBatch, Reward  # noqa: E402
 from routing_gym.eval.compare import CompareConfig, run_compare  # noqa: E402
