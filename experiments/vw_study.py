@@ -78,6 +78,11 @@ def run_one_compare(name: str, seeds: int) -> None:
     log(f"compare {name}: {usage['wall_s']:.0f} s wall, {usage['cpu_s']:.0f} s CPU, {usage['peak_rss_mb']:.0f} MB")
 
 
+def _gain(row: dict[str, Any], key: str) -> str:
+    """The gain with its interval and the family-wise decision's mark (compare's ▲ / ▼)."""
+    return _ci(row, key) + {"above": " ▲", "below": " ▼"}.get(row.get(f"{key}_fw") or "", "")
+
+
 def _verdict(row: dict[str, Any]) -> str:
     from routing_gym.eval.compare.report import row_verdict
     from routing_gym.eval.execution.audit import withheld
@@ -109,14 +114,17 @@ def _compare_section(name: str) -> list[str]:
         fit_ms = 1000 * r["fit_s"] / n_train
         ratio = (lambda key: f"{r[key] / base[key]:.1f}" if base and base[key] else "—")
         lines.append(f"| {method} | {r['deployable_label']} | {100 * r['accuracy']:.1f} | {r['mean_energy_j']:,.1f} | "
-                     f"{_ci(r, 'routing_gain_pp')} | {_ci(r, 'content_gain_pp')} | {_verdict(r)} | {fit_ms:.3f} | "
+                     f"{_gain(r, 'routing_gain_pp')} | {_gain(r, 'content_gain_pp')} | {_verdict(r)} | {fit_ms:.3f} | "
                      f"{ratio('fit_s')} | {r['act_ms_per_query']:.3f} | {ratio('act_ms_per_query')} | "
                      f"{r['audit']['seconds']:.1f} |")
     return [*lines, ""]
 
 
 def summarise(argv: list[str]) -> None:
-    about = ["Vowpal Wabbit's contextual bandits (`agents/vw.py`: `cb_explore_adf` with SquareCB, epsilon-greedy and "
+    about = ["Each part writes its own files (`--parts features`: `features.json`; `--parts compare`: one folder per "
+             "tournament, each with the `routing-gym compare` command that wrote it in `run.json`); `--parts summary` "
+             "rewrites this page from them.", "",
+             "Vowpal Wabbit's contextual bandits (`agents/vw.py`: `cb_explore_adf` with SquareCB, epsilon-greedy and "
              "RegCB-Opt, trained online through the training env on bandit feedback) beside `linucb` (the project's "
              "hand-written disjoint LinUCB on the same features).", ""]
     if (OUT / "features.json").exists():
@@ -140,7 +148,8 @@ def summarise(argv: list[str]) -> None:
               "Content gain: accuracy minus the task-aware yardstick (per-benchmark routes chosen on train, the fixed "
               "models, their mixes) at the method's mean joules, pp [paired 95 % bootstrap interval over test queries]. "
               "Verdicts are family-wise (Romano-Wolf over the deployable verified rows *of this table*: the four agents), "
-              "so a row's words can change in a comparison with other agents. Fit ms / training query: the mean fit time "
+              "so a row's words can change in a comparison with other agents; ▲ / ▼: the gain is above / below 0 under "
+              "that rule, and the verdict words are compare's content-gain section's. Fit ms / training query: the mean fit time "
               "over seeds divided by the training queries (derived; one online pass); act ms / query: `act_batch` wall "
               "time per held-out query. Time ratios are against linucb in the same compare process. Machine: 2 cores "
               "shared with other work, so wall times are load-bound (the load average is given); CPU time is beside "
