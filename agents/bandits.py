@@ -33,6 +33,11 @@ from routing_gym_agents.base import Agent, FitContext, featurizer_for_context
 from routing_gym_agents.registry import register_agent
 
 
+# One bandit trained per energy coefficient of the training reward (``routing-gym frontier``);
+# shared by every agent that learns the env's reward online (also agents/vw.py).
+REWARD_LAMBDA_KNOB = CostKnob("lambda_e", applies="reward", cheaper_when="higher", grid=(0.0, 0.4, 0.8, 1.2, 1.6, 2.0, 2.4))
+
+
 class RidgeArms:
     """K independent ridge regressions ``r ~ theta_a . x`` that share one feature space."""
 
@@ -71,7 +76,7 @@ class LinearBandit(Agent):
     against passes on mmlu-pro)."""
 
     feedback = "bandit"
-    cost_knob = CostKnob("lambda_e", applies="reward", cheaper_when="higher", grid=(0.0, 0.4, 0.8, 1.2, 1.6, 2.0, 2.4))
+    cost_knob = REWARD_LAMBDA_KNOB
 
     def __init__(self, features: str = "tfidf-svd", dim: int = 32, ridge: float = 1.0, epochs: int = 1):
         if epochs < 1:

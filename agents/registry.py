@@ -38,6 +38,7 @@ _BUILTIN_MODULES = (
     "routing_gym_agents.mf",
     "routing_gym_agents.gbdt",
     "routing_gym_agents.chain_mix",
+    "routing_gym_agents.vw",
 )
 _plugins_loaded = False
 

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from task_aware_study import _ci, check_choices  # this script's folder is on sys.path
@@ -59,31 +60,36 @@ def gbdt_features(name: str) -> str:
     return "e5" if E5Store().cached(prompts) == len(prompts) else "tfidf-svd"
 
 
-def run_compare(name: str, seeds: int) -> None:
-    """One ``routing-gym compare`` process; its outputs and resource use into ``OUT/<name>``."""
-    features = gbdt_features(name)
-    cells = CELLS / name
-    argv = [sys.executable, "-m", "routing_gym", "compare", "--tournament", name, "--seeds", str(seeds), "--out", str(cells)]
-    if features == "e5":
-        argv += ["--agent-kwargs", json.dumps({"gbdt": {"features": features}})]
+def compare_process(args: list[str], cells: Path, out: Path) -> dict[str, Any]:
+    """``routing-gym <args> --out cells`` as a process of its own, its output files copied into
+    ``out``: its exit status, wall time, CPU time and peak memory (``os.wait4``)."""
     tic = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "routing_gym", *args, "--out", str(cells)], cwd=ROOT)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - tic
-    out = OUT / name
     out.mkdir(parents=True, exist_ok=True)
     for path in cells.iterdir():
         if path.is_file():
             shutil.copy2(path, out / path.name)
+    return {"exit_status": os.waitstatus_to_exitcode(status), "wall_s": round(wall, 1),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+
+
+def run_compare(name: str, seeds: int) -> None:
+    """One ``routing-gym compare`` process; its outputs and resource use into ``OUT/<name>``."""
+    features = gbdt_features(name)
+    cells = CELLS / name
+    args = ["compare", "--tournament", name, "--seeds", str(seeds)]
+    if features == "e5":
+        args += ["--agent-kwargs", json.dumps({"gbdt": {"features": features}})]
+    usage = compare_process(args, cells, OUT / name)
     command = " ".join(["routing-gym", "compare", "--tournament", name, "--seeds", str(seeds)]
-                       + ([f"--agent-kwargs '{argv[-1]}'"] if features == "e5" else []))
-    (out / "run.json").write_text(json.dumps({
-        "command": command, "exit_status": os.waitstatus_to_exitcode(status), "wall_s": round(wall, 1),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-        "gbdt_features": features, "cells_reused_from": str(cells.relative_to(ROOT)),
+                       + ([f"--agent-kwargs '{args[-1]}'"] if features == "e5" else []))
+    (OUT / name / "run.json").write_text(json.dumps({
+        "command": command, **usage, "gbdt_features": features, "cells_reused_from": str(cells.relative_to(ROOT)),
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
     }, indent=1))
-    log(f"compare {name}: {wall:.0f} s wall, {usage.ru_utime + usage.ru_stime:.0f} s CPU, {usage.ru_maxrss / 1024:.0f} MB")
+    log(f"compare {name}: {usage['wall_s']:.0f} s wall, {usage['cpu_s']:.0f} s CPU, {usage['peak_rss_mb']:.0f} MB")
 
 
 def run_bandits() -> None:
