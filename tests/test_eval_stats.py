@@ -130,3 +130,36 @@ def test_bad_input():
         BootstrapPlan(10, 100).ci(np.ones(10), confidence=95)
     with pytest.raises(ValueError, match="per-query values"):
         BootstrapPlan(10, 100).means(np.ones(9))
+
+
+def test_a_stratified_plan_keeps_each_stratum_count_and_copies_together():
+    prompts = ["a", "A", "b", "c", "d", "e", "f", "g", "h", "i"]  # "a" and "A" are copies: one group
+    strata = np.array([0, 0, 0, 0, 1, 1, 1, 1, 1, 1])
+    plan = BootstrapPlan.of_rows(prompts, n_resamples=400, seed=5, strata=strata)
+    counts = np.concatenate(list(plan._counts()))
+    np.testing.assert_array_equal(counts[:, 0], counts[:, 1])
+    # stratum 0 holds 3 groups, stratum 1 six: every resample draws exactly that many from each
+    assert (counts[:, [0, 2, 3]].sum(axis=1) == 3).all() and (counts[:, 4:].sum(axis=1) == 6).all()
+    unstratified = np.concatenate(list(BootstrapPlan.of_rows(prompts, 400, seed=5)._counts()))
+    assert (unstratified[:, 4:].sum(axis=1) != 6).any()
+    # the mean of a value that differs only between strata no longer varies with the strata's shares
+    values = np.array([0.0] * 4 + [1.0] * 6)
+    spread = [p.means(values).std() for p in (BootstrapPlan(10, 400, 5, strata=strata), BootstrapPlan(10, 400, 5))]
+    assert spread[0] == pytest.approx(0.0, abs=1e-12) and spread[1] > 0.05
+    # one stratum: the plain plan, draw for draw
+    np.testing.assert_array_equal(BootstrapPlan(10, 400, 5, strata=np.zeros(10)).means(values),
+                                  BootstrapPlan(10, 400, 5).means(values))
+    with pytest.raises(ValueError, match="one label per query"):
+        BootstrapPlan(10, 400, 5, strata=np.zeros(9))
+
+
+def test_resample_shape_flags_atoms_and_two_modes_only():
+    rng = np.random.default_rng(4)
+    assert stats.resample_shape(rng.normal(size=2000)) == ""
+    assert stats.resample_shape(np.zeros(2000)) == ""  # no spread: nothing to flag
+    atom = np.where(rng.random(2000) < 0.3, 0.0, rng.normal(-1, 0.5, 2000))
+    assert stats.ATOM in stats.resample_shape(atom).split(", ")
+    jumps = np.where(rng.random(2000) < 0.75, rng.normal(0, 0.3, 2000), rng.normal(-8, 1, 2000))  # a statistic that jumps
+    assert stats.resample_shape(jumps) == stats.TWO_MODES
+    assert stats.resample_shape(rng.exponential(size=2000)) == ""  # skewed, one mode
+    assert stats.resample_shape(np.array([1.0, np.nan, 2.0])) == ""

@@ -60,8 +60,9 @@ def test_the_ladder_is_ordered_and_the_content_rung_climbs_only_where_the_text_c
         gain = {n: r.rungs[n].stats["content_gain_pp"] for n in RUNGS}
         assert list(r.rungs) == list(RUNGS)
         assert gain["oracle"] >= gain["shared_difficulty"] - 1e-9 and r.rungs["oracle"].stats["ci"][0] > 0
-        # mixes of the yardstick's own kind of policies: no claim above it (test noise either way, no envelope)
-        assert r.rungs["task_aware_hull"].stats["ci"][0] <= 0 <= r.rungs["task_aware_hull"].stats["ci"][1]
+        # a mix of the yardstick's own policies is never above their best mix on test (0 where it is that mix;
+        # below where another pair of chain policies mixes better on test: the yardstick's small optimism)
+        assert r.rungs["task_aware_hull"].stats["ci"][1] <= 1e-9 and r.rungs["task_aware_hull"].stats["ci"][0] > -3
         assert r.rungs["fixed_model_hull"].stats["ci"][0] <= 0
         for name, rung in r.rungs.items():  # every rung spends the budget on train, or less when it saturates
             assert rung.train_energy_j <= r.budget_j * (1 + 1e-9), name

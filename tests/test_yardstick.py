@@ -1,11 +1,10 @@
-"""The yardstick fixed on train, the family-wise rule, and resampling copies of a question together."""
+"""The yardstick fixed on train and resampling copies of a question together (the family-wise rule: test_familywise.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from routing_gym.eval.core import familywise
 from routing_gym.eval.core.stats import BootstrapPlan
 from routing_gym.eval.core.yardstick import NULL_POLICY, Yardstick, train_yardsticks
 
@@ -26,11 +25,32 @@ def test_the_chain_is_chosen_on_train_and_starts_at_the_null_policy():
     assert stick.record(test_j, test_acc)["vertices"] == [NULL_POLICY, "b", "c"]
 
 
-def test_a_policy_cheaper_on_test_than_its_predecessor_is_passed_not_reordered():
-    stick = Yardstick.chosen_on_train(np.array([10.0, 20.0]), np.array([0.4, 0.6]), ["x", "y"])
-    chain_j, _ = stick.chain(np.array([10.0, 8.0]), np.array([0.4, 0.6]))
-    assert chain_j.tolist() == [0.0, 10.0, 10.0]  # running maximum: y's segment has no width
-    assert stick.accuracy_at(np.array([10.0, 8.0]), np.array([0.4, 0.6]), 12.0) == pytest.approx(0.6)
+def test_two_chain_policies_swapping_order_on_test_do_not_make_the_yardstick_jump():
+    # x and y chosen on train; on test y's joules pass x's by 2e-3 J: a chain read in train order (a
+    # running maximum of joules) jumped by 5 pp at x's joules; the best mix of the chain moves by ~1e-4
+    stick = Yardstick.chosen_on_train(np.array([10.0, 20.0, 40.0]), np.array([0.4, 0.6, 0.7]), list("xyz"))
+    at = np.array([9.0, 10.0, 12.0, 30.0])
+    before, after = (stick.accuracy_at(np.array([10.0, 10.0 + d, 40.0]), np.array([0.40, 0.45, 0.70]), at) for d in (1e-3, -1e-3))
+    np.testing.assert_allclose(before, after, atol=1e-4)
+    assert np.isclose(before[1], 0.45, atol=1e-4)  # y, as cheap as x and more accurate, is the better mix
+    saved = [stick.joules_at(np.array([10.0, 10.0 + d, 40.0]), np.array([0.40, 0.45, 0.70]), 0.55) for d in (1e-3, -1e-3)]
+    assert saved[0] == pytest.approx(saved[1], abs=1e-2)  # ~22 J either way
+
+
+def test_a_chain_policy_below_the_test_hull_has_a_negative_gain_and_only_chain_policies_mix():
+    stick = Yardstick.chosen_on_train(np.array([10.0, 20.0, 40.0, 25.0]), np.array([0.4, 0.6, 0.7, 0.5]), list("xyzw"))
+    assert stick.names == ["x", "y", "z"]
+    test_j, test_acc = np.array([10.0, 20.0, 40.0, 25.0]), np.array([0.4, 0.5, 0.7, 0.95])
+    # y fell below the line from x to z on test: it is not a vertex, its own gain is below 0; w never enters
+    chain_j, chain_acc = stick.chain(test_j, test_acc)
+    assert chain_j.tolist() == [0.0, 10.0, 40.0] and chain_acc.tolist() == [0.0, 0.4, 0.7]
+    assert stick.gain(test_j, test_acc, 20.0, 0.5) == pytest.approx(0.5 - (0.4 + 0.3 / 3))
+    record = stick.record(test_j, test_acc)
+    assert record["vertices"] == [NULL_POLICY, "x", "z"] and record["chain"] == [NULL_POLICY, "x", "y", "z"]
+    assert stick.joules_at(test_j, test_acc, 0.55) == pytest.approx(25.0)
+    assert np.isnan(stick.joules_at(test_j, test_acc, 0.71))
+    with pytest.raises(ValueError, match="one set"):
+        stick.chain(test_j[None], test_acc[None])
 
 
 def test_every_resample_reads_the_same_policies():
@@ -57,32 +77,6 @@ def test_the_label_router_on_the_chain_has_content_gain_exactly_zero():
                          np.array([method_j]), np.array([method_acc]))
     assert gains["content_gain_pp"][0] == pytest.approx(0.0, abs=1e-9)
     assert gains["routing_gain_pp"][0] > 20  # far above mixing fixed models
-
-
-def test_stepdown_rejects_real_effects_and_leaves_nulls_and_constants_alone():
-    rng = np.random.default_rng(1)
-    b = 4000
-    noise = rng.normal(size=(b, 4))
-    estimate = np.array([5.0, -4.0, 0.3, 0.0])
-    resampled = estimate + noise
-    resampled[:, 3] = 0.0  # no spread: outside the family
-    decision = familywise.stepdown(estimate, resampled, 0.05)
-    assert decision.decisions == [familywise.ABOVE, familywise.BELOW, familywise.NONE, familywise.NONE]
-    assert np.isnan(decision.low[3]) and decision.critical > 1.96  # wider than a marginal 95 % bound
-    assert decision.steps >= 2  # the second step tests the rest against a smaller family
-    with pytest.raises(ValueError, match="finite"):
-        familywise.stepdown(np.array([1.0]), np.array([[np.nan]] * 20))
-
-
-def test_stepdown_controls_the_familywise_rate_under_the_null():
-    rng = np.random.default_rng(2)
-    false = 0
-    for _ in range(200):
-        data = rng.normal(size=(100, 10))  # 10 true-zero means
-        plan = BootstrapPlan(100, 300, seed=int(rng.integers(1 << 30)))
-        decision = familywise.stepdown(data.mean(0), plan.means(data), 0.05)
-        false += any(d != familywise.NONE for d in decision.decisions)
-    assert false / 200 < 0.11  # nominal 5 %; marginal 95 % intervals would give ~40 %
 
 
 def test_copies_of_a_question_are_resampled_together():

@@ -85,9 +85,10 @@ def _ci(row: dict[str, Any], metric: str, fmt: str, scale: float = 1.0) -> str:
     if row.get(metric) is None:  # e.g. joules saved beyond the yardstick's most accurate policy
         return "—"
     if row.get(f"{metric}_ci_low") is None:
-        return format(row[metric] * scale, fmt) + " (no interval)"
-    if metric == "routing_gain_pp" and row.get("on_yardstick"):  # a fixed model the chain passes through
-        return "on the yardstick"
+        shape = row.get(f"{metric}_shape", "")
+        return format(row[metric] * scale, fmt) + f" (no interval{': ' + shape if shape else ''})"
+    if metric == "routing_gain_pp" and row.get("on_yardstick") and row[f"{metric}_ci_low"] == row[f"{metric}_ci_high"]:
+        return "on the yardstick"  # a vertex of the yardstick in every resample: 0 by construction
     value, low, high = (row[metric] * scale, row[f"{metric}_ci_low"] * scale, row[f"{metric}_ci_high"] * scale)
     return format(value, fmt) + f" [{format(low, fmt)}, {format(high, fmt)}]"
 
@@ -122,9 +123,11 @@ def markdown_report(result: CompareResult) -> str:
         cells = [
             name, deployable, feedback,
             _ci(r, "accuracy", ".1f", 100.0), _ci(r, "mean_energy_j", ",.1f"),
-            _ci(r, "routing_gain_pp", "+.1f") + _outside_hull(r, "routing_gain_pp") + _fw_mark(r, "routing_gain_pp"),
-            _ci(r, "joules_saved_pct", "+.1f") + _outside_hull(r, "joules_saved_pct"),
-            _ci(r, "content_gain_pp", "+.1f") + _outside_hull(r, "content_gain_pp") + _fw_mark(r, "content_gain_pp"),
+            _ci(r, "routing_gain_pp", "+.1f") + _outside_hull(r, "routing_gain_pp") + _shape(r, "routing_gain_pp")
+            + _fw_mark(r, "routing_gain_pp"),
+            _ci(r, "joules_saved_pct", "+.1f") + _outside_hull(r, "joules_saved_pct") + _shape(r, "joules_saved_pct"),
+            _ci(r, "content_gain_pp", "+.1f") + _outside_hull(r, "content_gain_pp") + _shape(r, "content_gain_pp")
+            + _fw_mark(r, "content_gain_pp"),
             f"{r['mean_latency_s']:.2f}", f"{r['mean_power_w']:.0f}",
             f"{r['top1_share']:.2f} ({r['top1_model']})", _ci(r, "mean_reward", ".3f"),
             f"{r['invalid_count']:g}",
@@ -136,7 +139,8 @@ def markdown_report(result: CompareResult) -> str:
         f"other coefficients are different metrics). Intervals: {s['intervals']}. Agent rows are means over "
         f"seeds (per-seed spread in summary.csv, `*_seed_sd`); 'always <model>' rows are the fixed models "
         f"computed directly from the table. Routing gain and joules saved: against the {s['hull']}; {_OUTSIDE_MARKS}; "
-        f"a fixed model the chain passes through is 'on the yardstick'. Content gain: against the {s['task_hull']}. "
+        f"a fixed model that is a vertex of the yardstick in every resample is 'on the yardstick'. Content gain: against the {s['task_hull']}. "
+        f"{s['shape']}. "
         f"▲ / ▼: above / below 0 under the family-wise rule that decides the verdict lines (Romano-Wolf step-down "
         f"over the deployable verified rows, both gains); the marginal intervals are for reading one row alone. "
         f"Invalid: invalid actions per evaluation pass ({s['invalid_actions']}). "
@@ -179,6 +183,12 @@ _OUTSIDE_MARKS = ("'(flat)': the method spends more than the yardstick's dearest
 
 def _outside_hull(row: dict[str, Any], metric: str) -> str:
     return _OUTSIDE_MARK.get(row.get(f"{metric}_vs", WITHIN), "")
+
+
+def _shape(row: dict[str, Any], metric: str) -> str:
+    """' (atom)' / ' (two modes)' where the gain's resamples make its percentile interval a rough summary."""
+    shape = row.get(f"{metric}_shape", "")
+    return f" ({shape})" if shape and row.get(f"{metric}_ci_low") is not None else ""
 
 
 _FW_MARK = {familywise.ABOVE: " ▲", familywise.BELOW: " ▼"}
@@ -225,8 +235,9 @@ def _markdown_hull(result: CompareResult) -> list[str]:
     below = [r for r in judged if _decided(r, "routing_gain_pp", familywise.BELOW)]
     return [
         "## Routing gain over the fixed-model yardstick", "",
-        f"Chain chosen on {result.config.train_split} (null policy, then fixed models; test values; random mixes of "
-        f"neighbours, flat beyond the last): {vertices}.", "",
+        f"Chain chosen on {result.config.train_split} (null policy, then fixed models; test values): "
+        f"{_chain(hull['chain'], hull['chain_energy_j'], hull['chain_accuracy'])}. On test the yardstick is their best "
+        f"random mix (flat beyond the last): {vertices}.", "",
         f"- routes (gain above 0, family-wise {conf} over the deployable verified rows): "
         f"{', '.join(r['method'] for r in above if r['deployable']) or 'none'}",
         *([f"- above the yardstick, not deployable (marginal {conf} CI): "
@@ -254,7 +265,7 @@ def _markdown_task_hull(result: CompareResult) -> list[str]:
     if not task:
         return []
     conf = f"{result.config.confidence:.0%}"
-    routes = [r for r in task["routes"] if r["route"] in task["vertices"]]
+    routes = [r for r in task["routes"] if r["route"] in task["chain"]]
     agents = [r for r in result.rows if r["seeds_ok"] and r["kind"] != "fixed-model"]
     withheld = [r["method"] for r in agents if audit.withheld(r["deployable_label"])]
     agents = [r for r in agents if r["method"] not in withheld]
@@ -263,8 +274,9 @@ def _markdown_task_hull(result: CompareResult) -> list[str]:
     named = lambda verdict: ", ".join(_tag(by_name[m]) for m, v in verdicts.items() if v == verdict) or "none"  # noqa: E731
     lines = [
         "## Content gain over the task-aware yardstick: does a method read the question, or only its benchmark?", "",
-        f"Chain chosen on {result.config.train_split} (null policy, fixed models and per-benchmark routes; test values; "
-        f"random mixes of neighbours): {_chain(task['vertices'], task['energy_j'], task['accuracy'])}.", "",
+        f"Chain chosen on {result.config.train_split} (null policy, fixed models and per-benchmark routes; test values): "
+        f"{_chain(task['chain'], task['chain_energy_j'], task['chain_accuracy'])}. On test the yardstick is their best "
+        f"random mix: {_chain(task['vertices'], task['energy_j'], task['accuracy'])}.", "",
         *[f"- {r['route']}: " + ", ".join(f"{b} → {m}" for b, m in r["models"].items()) for r in routes],
         *([""] if routes else []),
         f"Verdicts: family-wise {conf} (Romano-Wolf step-down over the deployable verified rows' routing and content "

@@ -1,13 +1,15 @@
 """``compare``'s statistics: the finished cells aggregated into one ``CompareResult``.
 
 Each number is the mean over seeds of the per-seed metric; 95 % intervals are percentile
-bootstrap intervals over held-out queries of the seed-averaged per-query values;
+bootstrap intervals over held-out queries of the seed-averaged per-query values (copies of a
+question together, resampled within each benchmark);
 ``*_seed_sd`` is the spread over seeds. One set of resamples is drawn per run and every
 resampled mean (each method's metrics, the fixed models' accuracy and joules) comes from one
 matrix product, so the hull gains (``fronts/hull.py``: routing gain in pp and joules saved in %
 over the fixed-model yardstick, content gain in pp over the task-aware one, both chosen on train
-and read per resample, ``eval/core/yardstick.py``) and the strict pairwise dominance tests cost no further passes over the queries. Also here: the Pareto fronts and
-hypervolumes, and the online regret curves.
+and read per resample, ``eval/core/yardstick.py``; rows whose resampled gain has an atom or two
+modes flagged, ``<gain>_shape``) and the strict pairwise dominance tests cost no further passes
+over the queries. Also here: the Pareto fronts and hypervolumes, and the online regret curves.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from routing_gym.eval.compare.cells import PER_QUERY, CompareConfig, RunRecord
 from routing_gym.eval.core import familywise
 from routing_gym.eval.core.pareto import hypervolume, pareto_front
 from routing_gym.eval.core.robustness import robustness_of_runs
-from routing_gym.eval.core.stats import BootstrapPlan, dominance_from_resamples, percentile_interval, seed_spread
+from routing_gym.eval.core.stats import (ATOM_SHARE, BootstrapPlan, dominance_from_resamples, percentile_interval, resample_shape,
+                                        seed_spread)
 from routing_gym.eval.execution import audit
 from routing_gym.fronts import hull as fixed_hull
 from routing_gym.fronts import mo_fronts
@@ -41,9 +44,14 @@ HV_REFERENCE_FACTOR = 1.1
 _CI_METRICS = {"accuracy": "correct", "mean_energy_j": "energy_j", "mean_latency_s": "latency_s",
                "mean_power_w": "mean_power_w", "mean_reward": "rewards"}
 HULL_RULE = (f"fixed-model yardstick, {YARDSTICK_RULE}; routing gain = accuracy - yardstick accuracy at the method's "
-             "mean J (pp); joules saved = 1 - method J / yardstick J at the method's accuracy (%), its interval on the log "
-             "ratio, none ('—') where the method is more accurate than every policy of the chain in more than the "
-             "interval's tail of resamples")
+             "mean J (pp); joules saved = 1 - method J / yardstick J at the method's accuracy (%), none ('—') where the "
+             "method is more accurate than every policy of the chain in more than the interval's tail of resamples, and "
+             "no interval where its resamples have an atom or two modes (near a flat part of the yardstick the least "
+             "joules reaching an accuracy jumps)")
+SHAPE_RULE = (f"'(atom)': one value held by >= {ATOM_SHARE:.0%} of the resamples while the others differ (e.g. a "
+              "policy of the yardstick, 0 wherever it is a vertex of the test hull); '(two modes)': a valley in the "
+              "resamples' histogram inside the interval; the percentile interval of such a gain is a rough summary")
+_SHAPED = ("routing_gain_pp", "joules_saved_pct", "content_gain_pp")
 
 
 @dataclass
@@ -96,12 +104,14 @@ class CompareResult:
             "agents": sorted({r.method for r in self.runs if r.kind == "agent"}),
             "agent_kwargs": c.agent_kwargs,
             "intervals": (f"{c.confidence:.0%} percentile bootstrap over {len(self.test_rows)} held-out queries "
-                          f"(copies of a question resampled together: {self.n_groups} groups) "
+                          f"(copies of a question resampled together: {self.n_groups} groups; within each benchmark, "
+                          f"keeping its count) "
                           f"({c.n_bootstrap} resamples, seed {c.bootstrap_seed}) of seed-averaged per-query values"),
             "invalid_actions": "count as wrong, cost 0 J / 0 s / 0 W, earn the invalid penalty",
             "hypervolume_reference": self.pareto["reference"],
             "hull": HULL_RULE,
             "task_hull": fixed_hull.TASK_HULL_RULE,
+            "shape": SHAPE_RULE,
             "warnings": self.warnings,
             "executor": c.executor,
             "elapsed_s": self.elapsed_s,
@@ -214,8 +224,10 @@ def _resample(config: CompareConfig, t: Tournament, test_rows: np.ndarray,
 
 
 def test_plan(config: CompareConfig, t: Tournament, test_rows: np.ndarray) -> BootstrapPlan:
-    """The run's one set of resamples over its held-out queries, copies of a question together."""
-    return BootstrapPlan.of_rows(t.queries["prompt"].to_numpy()[test_rows], config.n_bootstrap, config.bootstrap_seed)
+    """The run's one set of resamples over its held-out queries, copies of a question together,
+    stratified by benchmark (the splits are: each resample keeps every benchmark's count)."""
+    return BootstrapPlan.of_rows(t.queries["prompt"].to_numpy()[test_rows], config.n_bootstrap, config.bootstrap_seed,
+                                 strata=t.benchmark_codes[test_rows])
 
 
 def _hull_gains(config: CompareConfig, t: Tournament, test_rows: np.ndarray, by_method: dict[str, dict[str, Any]],
@@ -246,19 +258,27 @@ def _hull_gains(config: CompareConfig, t: Tournament, test_rows: np.ndarray, by_
                         f"{name}_vs": (WITHIN if joules[i] <= dearest[name] * (1 + 1e-9)
                                        else DEARER_THAN_CHAIN)})
         # joules saved: only where the method is no more accurate than the chain's top in all but the tail
-        defined = np.isfinite(boot["log_joules_ratio"][:, i])
+        defined = np.isfinite(boot["joules_saved_pct"][:, i])
         saved = {"joules_saved_pct": _snap(points["joules_saved_pct"][i]) if np.isfinite(points["joules_saved_pct"][i]) else None,
                  "joules_saved_pct_ci_low": None, "joules_saved_pct_ci_high": None,
                  "joules_saved_pct_vs": WITHIN if defined.mean() >= 1 - tail else MORE_ACCURATE_THAN_CHAIN}
         if saved["joules_saved_pct_vs"] == WITHIN and saved["joules_saved_pct"] is not None:
-            low, high = np.percentile(boot["log_joules_ratio"][defined, i], [100 * tail, 100 * (1 - tail)])
-            saved.update(joules_saved_pct_ci_low=_snap(-100 * np.expm1(-low)), joules_saved_pct_ci_high=_snap(-100 * np.expm1(-high)))
+            low, high = np.percentile(boot["joules_saved_pct"][defined, i], [100 * tail, 100 * (1 - tail)])
+            saved.update(joules_saved_pct_ci_low=_snap(low), joules_saved_pct_ci_high=_snap(high))
         row.update(saved)
-        row["on_yardstick"] = row["kind"] == "fixed-model" and t.model_ids.index(row["top1_model"]) in sticks.fixed.index
+        # where a gain's resamples pile on one value or split in two, its percentile interval is flagged
+        row.update({f"{name}_shape": resample_shape(_finite(boot[name][:, i]), config.confidence)
+                    if row.get(f"{name}_ci_low") is not None else "" for name in _SHAPED})
+        if row["joules_saved_pct_shape"]:  # a ratio read where the yardstick is flat jumps: no interval
+            row.update(joules_saved_pct_ci_low=None, joules_saved_pct_ci_high=None)
+        # a fixed model that is a vertex of the yardstick on test: its routing gain is 0 by construction
+        row["on_yardstick"] = row["kind"] == "fixed-model" and row["top1_model"] in fixed_record["vertices"]
     _family_verdicts(config, methods, by_method, points, boot)
     return {
         "hull": {"models": fixed_record["vertices"], "energy_j": fixed_record["energy_j"],
-                 "accuracy": fixed_record["accuracy"], "train_energy_j": fixed_record["train_energy_j"],
+                 "accuracy": fixed_record["accuracy"], "chain": fixed_record["chain"],
+                 "chain_energy_j": fixed_record["chain_energy_j"], "chain_accuracy": fixed_record["chain_accuracy"],
+                 "train_energy_j": fixed_record["train_energy_j"],
                  "train_accuracy": fixed_record["train_accuracy"], "max_fixed_energy_j": float(fixed_j.max()),
                  "rule": HULL_RULE},
         "task_hull": {**task_record, "max_energy_j": float(candidates_j.max()),
@@ -286,6 +306,10 @@ def _family_verdicts(config: CompareConfig, methods: list[str], by_method: dict[
     for j, (n, i) in enumerate((n, i) for n in names for i in family):
         by_method[methods[i]].update({f"{n}_fw": decision.decisions[j], f"{n}_fw_low": _maybe(decision.low[j]),
                                       f"{n}_fw_high": _maybe(decision.high[j])})
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    return values[np.isfinite(values)]
 
 
 def _maybe(value: float) -> float | None:

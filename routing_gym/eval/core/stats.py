@@ -15,6 +15,14 @@ Copies of one question are not independent draws: with ``groups`` (one id per qu
 ``tournament.duplicates.question_groups`` of the prompts) a plan resamples groups, not rows, and a
 resampled mean divides by the resample's own number of rows (``BootstrapPlan.of_rows``). Without
 copies the groups are the rows and every draw is the same as without them.
+
+With ``strata`` (one label per query, e.g. its benchmark) each resample draws, within every
+stratum, as many groups as the stratum holds, from that stratum's groups only: the splits are
+stratified by benchmark, so the resamples keep each benchmark's share too (a copy group belongs to
+the stratum of its first row). With one stratum the draws are those of the plain plan.
+
+``resample_shape`` says when a percentile interval of resampled statistics is a poor summary: an
+atom (one value held by many resamples) or two modes (a gap inside the interval).
 """
 
 from __future__ import annotations
@@ -36,7 +44,8 @@ _MAX_CACHED_CELLS = 512_000_000
 class BootstrapPlan:
     """``n_resamples`` resamples (with replacement) of ``n`` queries, reproducible from ``seed``."""
 
-    def __init__(self, n: int, n_resamples: int = 2000, seed: int = 0, groups: np.ndarray | None = None):
+    def __init__(self, n: int, n_resamples: int = 2000, seed: int = 0, groups: np.ndarray | None = None,
+                 strata: np.ndarray | None = None):
         if n <= 0:
             raise ValueError(f"cannot bootstrap over {n} queries")
         if n_resamples < 10:
@@ -48,14 +57,26 @@ class BootstrapPlan:
             if len(codes) != self.n:
                 raise ValueError(f"groups needs one id per query ({self.n}), got {len(codes)}")
             self._groups = None if codes.max() + 1 == self.n else codes  # all distinct: plain rows
+        # each stratum's groups (ascending ids), or None for one stratum: the plain draw
+        self._strata: list[np.ndarray] | None = None
+        if strata is not None:
+            labels = np.unique(np.asarray(strata), return_inverse=True)[1].ravel()
+            if len(labels) != self.n:
+                raise ValueError(f"strata needs one label per query ({self.n}), got {len(labels)}")
+            groups_of = np.arange(self.n) if self._groups is None else self._groups
+            first = np.unique(groups_of, return_index=True)[1]  # each group's first row
+            group_stratum = labels[first]
+            if group_stratum.max() > 0:
+                self._strata = [np.flatnonzero(group_stratum == s) for s in range(group_stratum.max() + 1)]
         self._chunk = max(1, min(self.n_resamples, _CHUNK_CELLS // self.n))
         self._cache: list[np.ndarray] | None = [] if self.n * self.n_resamples <= _MAX_CACHED_CELLS else None
 
     @classmethod
-    def of_rows(cls, prompts: Sequence[str], n_resamples: int = 2000, seed: int = 0) -> "BootstrapPlan":
+    def of_rows(cls, prompts: Sequence[str], n_resamples: int = 2000, seed: int = 0,
+                strata: np.ndarray | None = None) -> "BootstrapPlan":
         """A plan over queries with these question texts that resamples copies of a question
-        (the same normalised text) together."""
-        return cls(len(prompts), n_resamples, seed, groups=question_groups(prompts))
+        (the same normalised text) together, within each stratum when ``strata`` is given."""
+        return cls(len(prompts), n_resamples, seed, groups=question_groups(prompts), strata=strata)
 
     @property
     def n_groups(self) -> int:
@@ -69,7 +90,11 @@ class BootstrapPlan:
         done = 0
         while done < self.n_resamples:
             b = min(self._chunk, self.n_resamples - done)
-            idx = rng.integers(0, units, size=(b, units))
+            if self._strata is None:
+                idx = rng.integers(0, units, size=(b, units))
+            else:  # each stratum's groups drawn from its own groups, as many as it has
+                idx = np.concatenate([members[rng.integers(0, len(members), size=(b, len(members)))]
+                                      for members in self._strata], axis=1)
             offsets = (np.arange(b) * units)[:, None]
             counts = np.bincount((idx + offsets).ravel(), minlength=b * units).reshape(b, units)
             yield counts if self._groups is None else counts[:, self._groups]
@@ -108,6 +133,44 @@ def percentile_interval(resampled: np.ndarray, confidence: float = 0.95) -> tupl
     tail = 100 * (1 - confidence) / 2
     low, high = np.percentile(resampled, [tail, 100 - tail], axis=0)
     return low, high
+
+
+ATOM = "atom"
+TWO_MODES = "two modes"
+ATOM_SHARE = 0.05  # twice a 95 % interval's tail: an atom this heavy moves an interval's end by itself
+MODE_BINS = 16  # histogram bins across the interval for the two-modes rule
+MODE_SHARE = 0.02  # each mode holds a bin with at least this share of the resamples
+VALLEY_RATIO = 0.25  # a valley bin holds at most this share of the lower of the two modes' bins
+
+
+def resample_shape(resampled: np.ndarray, confidence: float = 0.95) -> str:
+    """What makes the percentile interval of ``[B]`` resampled statistics a poor summary: ``ATOM``
+    where one value (to 1e-9 relative) is held by >= ``ATOM_SHARE`` of the resamples while the
+    others differ, ``TWO_MODES`` where a histogram of the resamples across the interval (``MODE_BINS``
+    bins) has a valley: a bin holding at most ``VALLEY_RATIO`` of the fuller bins on both sides,
+    each holding >= ``MODE_SHARE`` of the resamples (a statistic that jumps between resamples;
+    a unimodal histogram falls away from its peak, so no bin lies that far below both sides);
+    both joined by ", "; "" for neither, for no spread and for NaN values (an undefined statistic)."""
+    _check_confidence(confidence)
+    v = np.sort(np.asarray(resampled, dtype=np.float64).ravel())
+    if len(v) < 2 or not np.isfinite(v).all():
+        return ""
+    scale = max(1.0, float(np.abs(v).max()))
+    if v[-1] - v[0] <= 1e-9 * scale:
+        return ""
+    flags = []
+    ties = np.flatnonzero(np.diff(v) > 1e-9 * scale)  # ends of runs of equal values
+    runs = np.diff(np.concatenate([[-1], ties, [len(v) - 1]]))
+    if runs.max() >= ATOM_SHARE * len(v):
+        flags.append(ATOM)
+    low, high = percentile_interval(v, confidence)
+    if high > low:
+        counts = np.histogram(v, bins=MODE_BINS, range=(float(low), float(high)))[0]
+        left, right = np.maximum.accumulate(counts), np.maximum.accumulate(counts[::-1])[::-1]
+        sides = np.minimum(left[:-2], right[2:])  # the fuller bin on each side of bins 1 .. MODE_BINS - 2
+        if ((counts[1:-1] <= VALLEY_RATIO * sides) & (sides >= MODE_SHARE * len(v))).any():
+            flags.append(TWO_MODES)
+    return ", ".join(flags)
 
 
 def _check_confidence(confidence: float) -> None:

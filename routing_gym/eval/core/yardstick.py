@@ -3,17 +3,29 @@
 The hulls of ``fronts/hull.py`` envelope *test* points: which fixed models (and which per-benchmark
 routes) form the hull is decided by their test values, so the hull keeps the points that were
 lucky on test and a label router lands below its own yardstick (a bias of +0.05-0.5 pp on smooth
-parts of the hull, several pp at its steep cheap end). Here the policies and their order are
-chosen on train, once; on test (and in every bootstrap resample) the yardstick is the random mix
-of consecutive chosen policies at the method's joules, each policy evaluated on test, never
-re-enveloped. The chain starts at the null policy (answer nothing: 0 J, 0 %), so a method cheaper
-than every policy is compared with a line that is the same in every resample (no end point that
-flips between resamples), and beyond the dearest policy the yardstick is flat.
+parts of the hull, several pp at its steep cheap end). Here the policies are chosen on train, once
+(the chain: the vertices of the train hull with the null policy, answer nothing: 0 J, 0 %); on
+test (and in every bootstrap resample) the yardstick is the best random mix of *those* policies:
+the upper, non-decreasing concave hull of the null point and the chain policies' test points, flat
+beyond its most accurate vertex. Candidates that are not chain policies never enter, however lucky
+on test.
+
+Why a hull of the chosen policies and not the chain read in train order: when two chain policies
+swap order in test joules (they do in some resamples), a chain read in train order has a vertical
+segment there, and the yardstick at a given joules jumps between resamples (on zeroeval-math's
+math-l5 fold "always Llama-3.1-70B", itself a chain policy, had gain 0 in 75 % of resamples and
+down to -11.2 pp in the rest). Mixing the chain policies adjacent in *test* joules keeps each chain
+policy's own gain at 0 but still jumps when two policies on the same side of the method's joules
+swap. The best mix of a fixed set of points moves continuously with the points, so the yardstick
+has no jumps; the price is a small optimism (the hull picks, among the few chain policies, the ones
+above their neighbours on test), which ``experiments/verdict_calibration.py`` measures. A chain
+policy below the test hull in some resamples has a gain <= 0 with an atom at 0: compare flags
+such rows (``eval/core/stats.resample_shape``).
 
 - routing gain = accuracy - fixed-model yardstick at the method's mean joules (pp);
-- joules saved = 1 - method J / yardstick J at the method's accuracy (%), its interval computed on
-  the log ratio (percentile intervals carry over), none where the method is more accurate than
-  every policy of the chain in more than the interval's tail of resamples;
+- joules saved = 1 - method J / yardstick J at the method's accuracy (%), a continuous function
+  of the same hull; none where the method is more accurate than every chain policy in more than
+  the interval's tail of resamples;
 - content gain = accuracy - task-aware yardstick (fixed models and per-benchmark routes) at the
   method's mean joules (pp).
 
@@ -28,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from routing_gym.fronts.hull import (TaskRouting, _interpolate, _points, fixed_model_hull, hull_accuracy_at, task_aware_points,
-                                   task_routing)
+from routing_gym.fronts.hull import (TaskRouting, _interpolate, _points, fixed_model_hull, hull_accuracy_at, hull_vertices,
+                                   task_aware_points, task_routing)
 
 WITHIN = "within"
 DEARER_THAN_CHAIN = "beyond the dearest policy of the chain: compared with it (flat)"
@@ -37,11 +49,10 @@ MORE_ACCURATE_THAN_CHAIN = "more accurate than every policy of the chain: no jou
 NULL_POLICY = "answer nothing"  # the chain's first point: 0 J, 0 % (a router may always decline)
 YARDSTICK_RULE = (
     "a chain of policies chosen on the training split: the upper concave hull of the candidates' train (mean J, "
-    "accuracy) together with the null policy (answer nothing: 0 J, 0 %), its vertices in train order; on test the "
-    "yardstick is the random mix of consecutive chain policies at the method's test joules, each policy evaluated on "
-    "test (never re-enveloped on test points), flat beyond the dearest; bootstrap resamples keep the chain and resample "
-    "only its policies' test values, so a method cheaper than every policy meets the line from the null point, the same "
-    "rule in every resample")
+    "accuracy) together with the null policy (answer nothing: 0 J, 0 %); on test the yardstick is the best random mix "
+    "of those policies alone (the upper concave hull of their test points and the null point; no other candidate "
+    "enters), flat beyond the most accurate; bootstrap resamples keep the chain and resample only its policies' test "
+    "values, so the yardstick moves continuously between resamples (no jump when two policies swap order)")
 
 
 @dataclass(frozen=True)
@@ -51,9 +62,8 @@ class Yardstick:
     ``index``: the chain's policies as indices into the candidate points (``[V]``, cheapest on
     train first; the null point comes before them and has no index); ``names``: their labels.
     A yardstick is evaluated on any candidate point set of the same layout (``[..., C]``: test
-    values, or one set per bootstrap resample): the chain is ``(0, 0)`` followed by the chosen
-    candidates' points, and its joules are read through a running maximum, so a policy whose test
-    joules fall below its predecessor's is passed at once (no test accuracy decides anything)."""
+    values, or one set per bootstrap resample): the best mix of the null point and the chosen
+    candidates' points there (``envelope``); no test point of another candidate enters."""
 
     index: np.ndarray
     names: list[str]
@@ -72,45 +82,55 @@ class Yardstick:
         return cls(index=index.astype(np.int64), names=[names[i] for i in index], train_energy_j=xs[index],
                    train_accuracy=ys[index])
 
-    def chain(self, energy_j: np.ndarray, accuracy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``[..., V + 1]`` joules (running maximum) and accuracy of the chain on ``[..., C]`` points."""
+    def envelope(self, energy_j: np.ndarray, accuracy: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The yardstick on ``[..., C]`` points: the vertices of the upper, non-decreasing concave
+        hull of the null point and the chain policies' points (``[..., V + 1]`` joules and accuracy,
+        cheapest first; slots past a set's vertex count hold +inf) and the vertex count ``[...]``.
+        Which chain policies are vertices may change between resamples; the value at any joules
+        moves continuously with the points (the hull of a fixed set of points does)."""
         joules, acc = _points(energy_j, accuracy)
         zero = np.zeros(joules.shape[:-1] + (1,))
-        chain_j = np.maximum.accumulate(np.concatenate([zero, joules[..., self.index]], axis=-1), axis=-1)
-        return chain_j, np.concatenate([zero, acc[..., self.index]], axis=-1)
+        vx, vy, _, n = hull_vertices(np.concatenate([zero, joules[..., self.index]], axis=-1),
+                                     np.concatenate([zero, acc[..., self.index]], axis=-1))
+        return vx, vy, n
+
+    def chain(self, energy_j: np.ndarray, accuracy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The yardstick's vertices on one set of ``[C]`` points (test values): joules and accuracy,
+        the null point first, then the chain policies on the test hull, cheapest first."""
+        if np.ndim(energy_j) != 1:
+            raise ValueError(f"chain reads one set of [C] points, got shape {np.shape(energy_j)}; use envelope for sets")
+        vx, vy, n = self.envelope(energy_j, accuracy)
+        return vx[:n], vy[:n]
 
     def accuracy_at(self, energy_j: np.ndarray, accuracy: np.ndarray, joules: np.ndarray) -> np.ndarray:
-        """The yardstick's accuracy at mean ``joules`` (``[...]``): the mix of the two chain policies
-        around it, the dearest policy's accuracy beyond it."""
-        chain_j, chain_acc = self.chain(energy_j, accuracy)
+        """The yardstick's accuracy at mean ``joules`` (``[...]``): the best random mix of the chain
+        policies (and the null policy) spending at most ``joules``, their dearest vertex's accuracy beyond it."""
+        vx, vy, n = self.envelope(energy_j, accuracy)
         x = np.asarray(joules, dtype=np.float64)
-        n = np.full(np.broadcast_shapes(chain_j.shape[:-1], x.shape), chain_j.shape[-1])
-        return _interpolate(chain_j, chain_acc, n, x, (chain_j <= x[..., None]).sum(axis=-1))
+        return _interpolate(vx, vy, n, x, (vx <= x[..., None]).sum(axis=-1))
 
     def joules_at(self, energy_j: np.ndarray, accuracy: np.ndarray, target_accuracy: np.ndarray) -> np.ndarray:
-        """Least mean joules at which the chain first reaches ``target_accuracy`` (walking it from the
-        null point); NaN where no chain policy is that accurate (outside the yardstick's range)."""
-        chain_j, chain_acc = self.chain(energy_j, accuracy)
-        a = np.asarray(target_accuracy, dtype=np.float64)[..., None]
-        a0, a1, j0, j1 = chain_acc[..., :-1], chain_acc[..., 1:], chain_j[..., :-1], chain_j[..., 1:]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            at = np.where(a1 > a0, j0 + (a - a0) / (a1 - a0) * (j1 - j0), j1)
-        crossing = (a <= a1) & (a > a0)
-        first = crossing.argmax(axis=-1)[..., None]
-        found = np.take_along_axis(np.broadcast_to(at, crossing.shape), first, -1)[..., 0]
-        return np.where(a[..., 0] <= 0, 0.0, np.where(crossing.any(axis=-1), found, np.nan))
+        """Least mean joules at which the yardstick reaches ``target_accuracy`` (the same hull read
+        along its accuracy axis, strictly increasing there); NaN where no chain policy is that
+        accurate (outside the yardstick's range)."""
+        vx, vy, n = self.envelope(energy_j, accuracy)
+        a = np.asarray(target_accuracy, dtype=np.float64)
+        shape = np.broadcast_shapes(vy.shape[:-1], a.shape)
+        top = np.take_along_axis(np.broadcast_to(vy, shape + vy.shape[-1:]), np.broadcast_to(n - 1, shape)[..., None], -1)[..., 0]
+        at = _interpolate(vy, vx, n, a, (vy < a[..., None]).sum(axis=-1))
+        return np.where(a <= 0, 0.0, np.where(a <= top, at, np.nan))
 
     def gain(self, energy_j: np.ndarray, accuracy: np.ndarray, method_energy_j: np.ndarray,
              method_accuracy: np.ndarray) -> np.ndarray:
         """Method accuracy minus the yardstick's at the method's mean joules (a fraction)."""
         return np.asarray(method_accuracy, dtype=np.float64) - self.accuracy_at(energy_j, accuracy, method_energy_j)
 
-    def log_joules_ratio(self, energy_j: np.ndarray, accuracy: np.ndarray, method_energy_j: np.ndarray,
-                         method_accuracy: np.ndarray) -> np.ndarray:
-        """``log(yardstick J at the method's accuracy / method J)``: > 0 when the method is cheaper
-        than the yardstick at its accuracy; NaN beyond the yardstick's most accurate policy."""
+    def joules_saved(self, energy_j: np.ndarray, accuracy: np.ndarray, method_energy_j: np.ndarray,
+                     method_accuracy: np.ndarray) -> np.ndarray:
+        """``1 - method J / yardstick J at the method's accuracy`` (a fraction): > 0 when the method
+        is cheaper than the yardstick at its accuracy; NaN beyond the yardstick's most accurate policy."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.log(self.joules_at(energy_j, accuracy, method_accuracy) / np.asarray(method_energy_j, dtype=np.float64))
+            return 1 - np.asarray(method_energy_j, dtype=np.float64) / self.joules_at(energy_j, accuracy, method_accuracy)
 
     def mean_gain_over_range(self, energy_j: np.ndarray, accuracy: np.ndarray, curve_energy_j: np.ndarray,
                              curve_accuracy: np.ndarray, n_grid: int = 256) -> np.ndarray:
@@ -129,9 +149,14 @@ class Yardstick:
         return np.where(high > low, area, np.nan)
 
     def record(self, energy_j: np.ndarray, accuracy: np.ndarray) -> dict[str, Any]:
-        """The chain for outputs: policy names, their train and test points (``[C]`` test points)."""
-        chain_j, chain_acc = self.chain(energy_j, accuracy)
-        return {"vertices": [NULL_POLICY, *self.names], "energy_j": chain_j.tolist(), "accuracy": chain_acc.tolist(),
+        """The yardstick for outputs on ``[C]`` test points: its vertices (names, test points), the
+        chain chosen on train (names, train and test points) and the rule."""
+        joules, acc = _points(energy_j, accuracy)
+        vx, vy, vi, n = hull_vertices(np.concatenate([[0.0], joules[self.index]]), np.concatenate([[0.0], acc[self.index]]))
+        names = [NULL_POLICY, *self.names]
+        return {"vertices": [names[i] for i in vi[:n]], "energy_j": vx[:n].tolist(), "accuracy": vy[:n].tolist(),
+                "chain": names, "chain_energy_j": [0.0, *joules[self.index].tolist()],
+                "chain_accuracy": [0.0, *acc[self.index].tolist()],
                 "train_energy_j": [0.0, *self.train_energy_j.tolist()], "train_accuracy": [0.0, *self.train_accuracy.tolist()],
                 "rule": YARDSTICK_RULE}
 
@@ -149,15 +174,15 @@ class Yardsticks:
 
     def gains(self, fixed_energy_j: np.ndarray, fixed_accuracy: np.ndarray, route_energy_j: np.ndarray,
               route_accuracy: np.ndarray, method_energy_j: np.ndarray, method_accuracy: np.ndarray) -> dict[str, np.ndarray]:
-        """Routing gain (pp), log joules ratio and joules saved (%) against the fixed-model chain,
+        """Routing gain (pp) and joules saved (%) against the fixed-model chain,
         content gain (pp) against the task-aware chain, for ``M`` methods per leading index: fixed
         ``[..., K]``, routes ``[..., P]``, methods ``[..., M]``; every value ``[..., M]``."""
         joules, acc = (np.asarray(v, dtype=np.float64)[..., None, :] for v in
                        task_aware_points(fixed_energy_j, fixed_accuracy, route_energy_j, route_accuracy))
         mj, ma = np.asarray(method_energy_j, dtype=np.float64), np.asarray(method_accuracy, dtype=np.float64)
-        log_ratio = self.fixed.log_joules_ratio(joules, acc, mj, ma)
-        return {"routing_gain_pp": 100 * self.fixed.gain(joules, acc, mj, ma), "log_joules_ratio": log_ratio,
-                "joules_saved_pct": 100 * -np.expm1(-log_ratio), "content_gain_pp": 100 * self.task.gain(joules, acc, mj, ma)}
+        return {"routing_gain_pp": 100 * self.fixed.gain(joules, acc, mj, ma),
+                "joules_saved_pct": 100 * self.fixed.joules_saved(joules, acc, mj, ma),
+                "content_gain_pp": 100 * self.task.gain(joules, acc, mj, ma)}
 
 
 def train_yardsticks(correct: np.ndarray, energy_j: np.ndarray, codes: np.ndarray, n_benchmarks: int,
