@@ -261,6 +261,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--truth-bootstrap", type=int, default=200)
     parser.add_argument("--budget-s", type=float, default=math.inf, help="start no new tournament after this many seconds")
+    parser.add_argument("--same-as", default=None, help="run only the (cell, seed) pairs this other label has in runs.csv")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "routing_gym" / "verdict_calibration")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
@@ -281,13 +282,14 @@ def main(argv: list[str] | None = None) -> None:
                      "agents": AGENTS, "mixes": MIXES, "cells": CELLS})
     settings.setdefault("labels", {})[args.label] = args.describe or settings.get("labels", {}).get(args.label, "")
     args.out.mkdir(parents=True, exist_ok=True)
+    wanted = None if args.same_as is None else {(r["cell"], int(r["seed"])) for r in records if r["label"] == args.same_as}
     ran = 0
     for seed in range(args.tournaments):
         if time.monotonic() - start > args.budget_s:
             log(f"budget of {args.budget_s:.0f} s spent at seed {seed}")
             break
         for cell in cells:
-            if (cell, seed) not in done:
+            if (cell, seed) not in done and (wanted is None or (cell, seed) in wanted):
                 records += one_tournament(cell, seed, args)
                 done.add((cell, seed))
                 ran += 1
