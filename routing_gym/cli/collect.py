@@ -6,7 +6,14 @@ import argparse
 import json
 from pathlib import Path
 
-from routing_gym.cli import INTERRUPTED, PAPER_SPLIT_SPEC, add_split_arguments, describe_splits, split_proportions
+from routing_gym.cli import (
+    INTERRUPTED,
+    PAPER_SPLIT_SPEC,
+    add_split_arguments,
+    check_output_path,
+    describe_splits,
+    split_proportions,
+)
 from routing_gym.collect.config import METERS
 
 
@@ -48,6 +55,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from routing_gym.collect.config import load_config
     from routing_gym.collect.runner import run_collection
 
+    check_output_path(args.out)
     config = load_config(args.config)
     if args.meter:
         config.energy.meter = args.meter
@@ -103,6 +111,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_to_tournament(args: argparse.Namespace) -> int:
+    check_output_path(args.dest, "--dest")
     return _write_tournament(Path(args.out), Path(args.dest), args.allow_partial, args.regrade, args.format,
                              split=split_proportions(args.split), split_seed=args.split_seed)
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 import warnings
 
-from routing_gym.cli import json_object
+from routing_gym.cli import check_output_path, json_object
 
 
 def add_commands(cli) -> None:
@@ -108,6 +108,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from routing_gym.eval.compare import CompareConfig, run_compare, write_outputs
 
+    check_output_path(args.out)
     if args.coefficients is not None:
         coefficients = json_object(args.coefficients, "--coefficients")
     else:
