@@ -171,3 +171,17 @@ def test_an_output_that_cannot_be_written_exits_2_before_any_work(command, tmp, 
 def test_an_export_file_that_is_a_directory_exits_2(tmp, capsys):
     assert run(["data", "export", GOOD, "--out", "{tmp}/no-data"], tmp) == 2
     assert "is a directory; name the file to write" in capsys.readouterr().err
+
+
+def test_a_missing_data_directory_says_what_it_is_and_where_the_docs_are(tmp, capsys, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.delenv("ROUTING_GYM_DATA_DIR", raising=False)
+    (tmp / "log.csv").write_text("query_id,prompt,benchmark,model_id,correct,output_tokens\nq1,hi,b,m1,1,10\n")
+    assert run(["data", "import", "{tmp}/log.csv", "--out", "{tmp}/imported", "--energy-model", "batched",
+                "--model-spec", "m1=1"], tmp) == 1
+    err = capsys.readouterr().err
+    assert "no data directory: pass --data-dir DIR or set ROUTING_GYM_DATA_DIR" in err and "README" not in err
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    assert "docs/importing.md" in err and (docs / "importing.md").exists()
+    assert "docs/tournaments.md, 'Real data'" in err and "## Real data" in (docs / "tournaments.md").read_text()
