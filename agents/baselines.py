@@ -73,7 +73,7 @@ class FixedModel(Agent):
             order = models_by_size(ctx.models, ctx.train_outcomes().energy_j)
             self.model_index = int(order[{"smallest": 0, "medium": (len(order) - 1) // 2, "largest": -1}[self.size]])
         elif self.model_id not in ids:
-            raise UnknownNameError("model", self.model_id, ids)
+            raise UnknownNameError("model", self.model_id, ids, known_as="in this tournament")
         else:
             self.model_index = ids.index(self.model_id)
         return {"model_id": ids[self.model_index]}

@@ -11,10 +11,11 @@ registers the agents)::
 from __future__ import annotations
 
 import importlib
+import inspect
 from importlib.metadata import entry_points
 from typing import Any, Callable, TypeVar
 
-from routing_gym.errors import UnknownNameError
+from routing_gym.errors import UnknownKeywordError, UnknownNameError
 
 ENTRY_POINT_GROUP = "routing_gym.agents"
 
@@ -86,9 +87,31 @@ def make_agent(name: str, **kwargs: Any):
     if name not in AGENTS:
         raise unknown_agent_error(name)
     cls, defaults = AGENTS[name]
+    accepted = agent_keywords(name)
+    if accepted is not None and (unknown := [k for k in kwargs if k not in accepted]):
+        raise UnknownKeywordError(name, unknown, accepted)
     agent = cls(**{**defaults, **kwargs})
     agent.name = name
     return agent
+
+
+def agent_keywords(name: str) -> list[str] | None:
+    """The keywords registered agent ``name`` accepts: its constructor's named parameters,
+    following ``**kwargs`` up the class hierarchy; None where the chain never closes (a
+    constructor forwards ``**kwargs`` all the way: anything may be accepted)."""
+    names: list[str] = []
+    for klass in AGENTS[name][0].__mro__:
+        if "__init__" not in vars(klass) or klass is object:
+            continue
+        forwards = False
+        for p in list(inspect.signature(vars(klass)["__init__"]).parameters.values())[1:]:
+            if p.kind == inspect.Parameter.VAR_KEYWORD:
+                forwards = True
+            elif p.kind != inspect.Parameter.VAR_POSITIONAL and p.name not in names:
+                names.append(p.name)
+        if not forwards:
+            return names
+    return None
 
 
 # How an agent outside this package becomes known; ends every unknown-agent message.

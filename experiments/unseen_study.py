@@ -98,7 +98,7 @@ def run_models(name: str, seed: int) -> None:
     import pandas as pd
 
     from routing_gym.envs import Reward
-    from routing_gym.eval.generalisation.unseen_model_gains import unseen_model_gains
+    from routing_gym.eval.generalisation.unseen_model_gains import answer, table_lines, unseen_model_gains
     from routing_gym.sources import resolve_tournament
 
     t = resolve_tournament(name)
@@ -112,16 +112,8 @@ def run_models(name: str, seed: int) -> None:
         rows += found
         sections += [f"### Draw {draw}: held out {', '.join(held_out)}", "",
                      f"Fixed-model chain of the full pool, chosen on train: {next(r['chain'] for r in found if 'chain' in r)}", "",
-                     "| agent | calibration questions | routing gain (pp) | 95 % CI | verdict | new-model share | accuracy | mean J |",
-                     "|---|---|---|---|---|---|---|---|"]
-        for r in found:
-            if r["status"] != "ok":
-                cannot[r["agent"]] = r["note"]
-                continue
-            sections.append(f"| {r['agent']} | {r['n_calibration']} | {r['routing_gain_pp']:+.2f} | "
-                            f"[{r['routing_gain_pp_ci_low']:+.2f}, {r['routing_gain_pp_ci_high']:+.2f}] | {r['verdict']} | "
-                            f"{r['new_model_share']:.2f} | {r['accuracy']:.3f} | {r['mean_energy_j']:.1f} |")
-        sections.append("")
+                     answer(found), "", *table_lines(found), ""]
+        cannot.update({r["agent"]: r["note"] for r in found if r["status"] != "ok"})
     out = RESULTS / "models"
     out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(out / f"{name}.csv", index=False)

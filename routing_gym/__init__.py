@@ -12,11 +12,13 @@ if tuple(int(part) for part in _gymnasium.__version__.split(".")[:2] if part.isd
     raise ImportError(f"routing-gym needs gymnasium>=1.1, found gymnasium {_gymnasium.__version__}: "
                       "pip install 'gymnasium>=1.1,<2' (a package pinning an older one needs a venv of its own)")
 
+from routing_gym import moved as _moved
 from routing_gym.envs import REPLAY_ID, Reward, RoutingEnv, oracle_targets, register_reward
 from routing_gym.sources import register_tournament, resolve_tournament
 from routing_gym.tournament import DataCard, Tournament
 
 __version__ = "0.1.0"
+_moved.install()  # routing_gym.eval.pareto, routing_gym.eval.mo_fronts, ...: aliases for one release
 
 __all__ = [
     "REPLAY_ID",

@@ -62,12 +62,13 @@ def closest_names(name: str, known: list[str], limit: int = 3) -> list[str]:
 
 
 class UnknownNameError(UsageError, KeyError):
-    """A name (reward, agent, preset, grader, split) is not registered.
+    """A name (reward, agent, preset, grader) is not registered, or (``known_as``, e.g. "in this
+    tournament" for its benchmarks, models and splits) not among the names it could be.
 
-    The message names the closest registered names (``difflib``) before listing them all, and
+    The message names the closest known names (``difflib``) before listing them all, and
     ends with ``hint`` when given (e.g. that a plugin's agent needs ``--import``)."""
 
-    def __init__(self, kind: str, name: str | list[str], known: list[str], hint: str = ""):
+    def __init__(self, kind: str, name: str | list[str], known: list[str], hint: str = "", known_as: str = "registered"):
         # several names: every unknown one is named, so that one run finds all the typos
         names = [name] if isinstance(name, str) else list(name)
         self.kind, self.name, self.names, self.known = kind, names[0], names, sorted(known)
@@ -77,15 +78,30 @@ class UnknownNameError(UsageError, KeyError):
             for n in names:
                 close = closest_names(str(n), self.known)
                 parts.append(f"{n!r}" + (f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""))
-            message = f"unknown {kind}s {', '.join(parts)}; registered: {listed}"
+            message = f"unknown {kind}s {', '.join(parts)}; {known_as}: {listed}"
         elif close := closest_names(str(name), self.known):
-            message = f"unknown {kind} {names[0]!r}; did you mean {' or '.join(repr(c) for c in close)}? Registered: {listed}"
+            message = (f"unknown {kind} {names[0]!r}; did you mean {' or '.join(repr(c) for c in close)}? "
+                       f"{known_as[0].upper()}{known_as[1:]}: {listed}")
         else:
-            message = f"unknown {kind} {names[0]!r}; registered: {listed}"
+            message = f"unknown {kind} {names[0]!r}; {known_as}: {listed}"
         super().__init__(message + (f". {hint}" if hint else ""))
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return self.args[0]
+
+
+class UnknownKeywordError(UsageError, TypeError):
+    """A keyword an agent's constructor does not take. The message names the agent by its
+    registered name (never a private base class) and every keyword it accepts."""
+
+    def __init__(self, agent: str, unknown: list[str], accepted: list[str]):
+        self.agent, self.unknown, self.accepted = agent, unknown, accepted
+        parts = []
+        for key in unknown:
+            close = closest_names(key, accepted)
+            parts.append(f"{key!r}" + (f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""))
+        super().__init__(f"unknown keyword{'s' if len(unknown) > 1 else ''} {', '.join(parts)} for agent {agent!r}; "
+                         f"{agent} accepts: {', '.join(accepted) or '(no keywords)'}")
 
 
 class GateViolationError(UsageError, ValueError):

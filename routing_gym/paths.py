@@ -21,8 +21,9 @@ def data_dir(override: str | os.PathLike | None = None, required: bool = True) -
     if not value:
         if required:
             raise RoutingGymError(
-                f"no data directory: pass --data-dir or set {DATA_DIR_ENV} "
-                "(a copy of the public data described in the README)"
+                f"no data directory: pass --data-dir DIR or set {DATA_DIR_ENV}: a folder of the public source files "
+                "(benchmarks, model outcomes, ML.ENERGY measurements) that `routing-gym data build NAME --download "
+                "--data-dir DIR` fills (docs/tournaments.md, 'Real data'; for pricing an import, docs/importing.md)"
             )
         return None
     path = Path(value).expanduser()

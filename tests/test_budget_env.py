@@ -39,9 +39,9 @@ def test_budget_left_tracks_spend_and_the_episode_ends_after_horizon(toy):
         assert obs["budget_left"][0] == pytest.approx(max(0.0, 1 - spent / 200.0), abs=1e-6)
         assert obs["queries_left"][0] == pytest.approx((5 - t - 1) / 5)
         assert terminated is (t == 4) and truncated is False
-    assert info["episode"]["mean_energy_j"] == pytest.approx(spent / 5)
-    assert info["episode"]["accuracy"] == pytest.approx(np.mean(correct))
-    assert info["episode"]["violation_j"] == pytest.approx(max(0.0, spent / 5 - 40.0))
+    assert info["budget_episode"]["mean_energy_j"] == pytest.approx(spent / 5)
+    assert info["budget_episode"]["accuracy"] == pytest.approx(np.mean(correct))
+    assert info["budget_episode"]["violation_j"] == pytest.approx(max(0.0, spent / 5 - 40.0))
     with pytest.raises(RoutingGymError):
         env.step(0)
 

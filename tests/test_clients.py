@@ -4,6 +4,7 @@ and SB3 / TorchRL driving the ids by name."""
 
 from __future__ import annotations
 
+import json
 import runpy
 import warnings
 from pathlib import Path
@@ -73,6 +74,66 @@ def test_every_new_id_passes_gymnasium_and_sb3_check_env(env_id):
     messages = [str(w.message) for w in caught]
     assert all("different from the unwrapped version" in m for m in messages), messages
     assert len(messages) == 1
+
+
+def shared_objects(*infos: dict) -> list[str]:
+    """Keys whose mutable values (dict, list, array) are one object in two of ``infos``
+    (what gymnasium 1.4's ``check_returned_data_not_reused`` refuses; 1.3 does not check)."""
+    seen: dict[int, str] = {}
+    shared = []
+
+    def walk(value, where):
+        if isinstance(value, (dict, list, np.ndarray)):
+            if id(value) in seen and seen[id(value)] != where.split("/")[0]:
+                shared.append(where)
+            seen[id(value)] = where.split("/")[0]
+            for key, inner in (value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else []):
+                walk(inner, f"{where}/{key}")
+
+    for n, info in enumerate(infos):
+        walk(info, f"info{n}")
+    return shared
+
+
+@pytest.mark.parametrize("env_id", registered_ids() + features_ids() + stream_ids())
+def test_every_id_passes_check_env_and_env_check_with_fresh_infos_and_no_episode_key(env_id, tmp_path, capsys):
+    """Gymnasium's checker and `routing-gym env check` on every id; on gymnasium 1.4 (the newest
+    the core pin allows, .ci/run's second leg) the checker also refuses infos that share objects."""
+    from routing_gym.cli import main
+
+    kwargs = {**small_kwargs(env_id), **(SMALL_FEATURES if "-features" in env_id else {})}
+    env = gym.make(env_id, **kwargs)
+    check_env(env.unwrapped)
+    _, first = env.reset(seed=0)
+    infos = [first]
+    for _ in range(2):  # as gymnasium's check: up to two steps of the episode, then a reset
+        *_, terminated, truncated, info = env.step(env.action_space.sample())
+        infos.append(info)
+        if terminated or truncated:
+            break
+    infos.append(env.reset(seed=0)[1])
+    assert shared_objects(*infos) == []
+    # info["episode"] is the end-of-episode record (r, l, t) of RecordEpisodeStatistics and SB3's Monitor
+    assert all("episode" not in info and info.keys() == first.keys() for info in infos)
+    if "tournament" in kwargs:
+        kwargs["tournament"].save(tmp_path / "toy")
+        kwargs["tournament"] = str(tmp_path / "toy")
+    assert main(["env", "check", "--id", env_id, "--steps", "5", "--kwargs", json.dumps(kwargs)]) == 0
+    assert f"gymnasium check_env: passed for {env_id}" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", features_ids() + stream_ids())
+def test_sb3_ppo_trains_by_id_on_every_box_id(env_id):
+    """`PPO("MlpPolicy", id)` as a user writes it (SB3 makes the env by id and wraps it in its
+    Monitor), on every Box id: the budget ids once failed here with KeyError 'r'."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    vec = make_vec_env(env_id, n_envs=1, seed=0, env_kwargs={**small_kwargs(env_id), **SMALL_FEATURES})
+    model = PPO("MlpPolicy", vec, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu").learn(256)
+    assert model.num_timesteps == 256
+    assert len(model.ep_info_buffer) >= 1 and all({"r", "l", "t"} <= set(e) for e in model.ep_info_buffer)
 
 
 @pytest.mark.parametrize("env_id", registered_ids())

@@ -167,6 +167,26 @@ def test_all_outputs_exist_and_agree(outputs, tournament):
     assert np.allclose(shares.to_numpy(), 1.0)
 
 
+def test_notes_are_a_short_list_that_states_the_family_and_links_the_rules(outputs, tournament):
+    result, _, out = outputs
+    table = (out / "table.md").read_text()
+    notes = table.split("Notes (the rules in full: [docs/evaluation.md](docs/evaluation.md)):\n\n", 1)[1].split("\n\n")[0]
+    bullets = notes.splitlines()
+    assert all(b.startswith("- ") for b in bullets) and 5 <= len(bullets) <= 11
+    assert max(len(b.split()) for b in bullets) < 80 and len(notes.split()) < 400  # was one ~600-word paragraph
+    family = sum(1 for r in result.rows if "content_gain_pp_fw_low" in r)  # the rows the step-down decided
+    assert family >= 1
+    assert (f"- Verdict lines (and ▲ / ▼) are family-wise over the {family} deployable verified rows of this table "
+            "(Romano-Wolf step-down, both gains): adding or removing agents can change them") in bullets[3]
+    assert "per-benchmark (the label router)" not in table  # said only where the table lists it
+    small = run_compare(CompareConfig(tournament=tournament, agents=["per-benchmark"], seeds=1, n_bootstrap=50,
+                                      audit=False, progress=False))
+    small_table = markdown_report(small)
+    assert "family-wise over the 0 deployable verified rows" in small_table  # --no-audit: nothing verified
+    assert ("- per-benchmark (the label router) sends each benchmark to the model with the best mean training reward "
+            "(gated_rank(lambda_e=0.4)), not the best accuracy − λ·J that the task-aware yardstick's routes maximise") in small_table
+
+
 def test_fixed_rows_equal_direct_computation(outputs, tournament):
     result, _, _ = outputs
     rows = tournament.split_rows("test")
@@ -361,7 +381,8 @@ def saved(tmp_path, tournament):
     (["--seeds", "0"], "seeds (--seeds) must be >= 1, got 0"),
     (["--bootstrap", "0"], "n_bootstrap (--bootstrap) must be >= 10, got 0"),
     (["--agents", "ext-const", "--agent-kwargs", '{"ext-const": {"modle": 3}}'],
-     "agent_kwargs (--agent-kwargs) for 'ext-const': ConstantAgent.__init__() got an unexpected keyword argument 'modle'; ConstantAgent accepts: model"),
+     "agent_kwargs (--agent-kwargs) for 'ext-const': unknown keyword 'modle' (did you mean 'model'?) for agent 'ext-const'; "
+     "ext-const accepts: model"),
     (["--agents", "ext-const", "--agent-kwargs", '{"ext-const": 3}'], "expected an object of keyword arguments, got 3"),
     (["--agents", "ext-const", "--agent-kwargs", '{"ext-greedy": {}}'], "agent_kwargs given for agents not in the run"),
     (["--agents", "ext-const", "--agent-kwargs", "{nope"], "--agent-kwargs: not valid JSON"),
@@ -380,8 +401,9 @@ def test_knn_kwargs_typo_is_caught_before_training(saved, tmp_path, capsys):
     code = main(["compare", "--tournament", saved, "--agents", "knn", "--agent-kwargs", '{"knn": {"kk": 3}}',
                  "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
-    assert code == 2 and "unexpected keyword argument 'kk'" in err
-    assert err.rstrip().endswith("KNNRouter accepts: k, cost_weight, features, dim")  # parameters forwarded by **kwargs too
+    assert code == 2 and "unknown keyword 'kk' (did you mean 'k'?) for agent 'knn'" in err
+    assert err.rstrip().endswith("knn accepts: k, cost_weight, features, dim")  # parameters forwarded by **kwargs too
+    assert "__init__" not in err and "_TextRouter" not in err  # the agent's name, not a private base class
 
 
 def test_cli_same_split_warns_duplicates_collapse_and_progress_goes_to_stderr(saved, tmp_path, capsys):

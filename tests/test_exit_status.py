@@ -122,3 +122,67 @@ def test_validation_rows_say_how_they_count(tmp, capsys):
     assert run(["data", "info", BAD], tmp) == 1
     err = capsys.readouterr().err
     assert "row N = the N-th data row, counted from 1; pandas index N-1" in err and "row 2, column 'correct'" in err
+
+
+# command -> argv whose output option (--out, or --dest) names "{tmp}/a-file", an existing file
+OUTPUT_IS_A_FILE: dict[str, list[str]] = {
+    "data split": ["data", "split", GOOD, "--out", "{tmp}/a-file"],
+    "data generate": ["data", "generate", "--n-queries", "50", "--out", "{tmp}/a-file"],
+    "data import": ["data", "import", "{tmp}/bad-log.csv", "--out", "{tmp}/a-file"],
+    "data export": ["data", "export", GOOD, "--out", "{tmp}/a-file/x.csv"],
+    "data build": ["data", "build", "llmrouter", "--data-dir", "{tmp}/no-data", "--out", "{tmp}/a-file"],
+    "compare": ["compare", "--tournament", GOOD, "--agents", "random", "--seeds", "1", "--out", "{tmp}/a-file"],
+    "frontier": ["frontier", "--tournament", GOOD, "--agents", "knn", "--out", "{tmp}/a-file"],
+    "headroom": ["headroom", GOOD, "--routers", "cost-aware", "--out", "{tmp}/a-file"],
+    "sweep": ["sweep", "{tmp}/sweep-bad-tournament.yaml", "--out", "{tmp}/a-file"],
+    "collapse": ["collapse", "--agent", "linucb", "--tournament", GOOD, "--out", "{tmp}/a-file"],
+    "collect run": ["collect", "run", "{tmp}/no-such-config.yaml", "--out", "{tmp}/a-file"],
+    "collect to-tournament": ["collect", "to-tournament", "{tmp}/no-data", "--dest", "{tmp}/a-file"],
+}
+
+
+def commands_with_an_output_option() -> set[str]:
+    names = set()
+
+    def walk(parser, prefix):
+        for action in parser._actions:
+            if action.__class__.__name__ == "_SubParsersAction":
+                for name, sub in action.choices.items():
+                    walk(sub, [*prefix, name])
+            elif {"--out", "--dest"} & set(action.option_strings):
+                names.add(" ".join(prefix))
+
+    walk(build_parser(), [])
+    return names
+
+
+def test_every_output_option_is_covered():
+    assert commands_with_an_output_option() == set(OUTPUT_IS_A_FILE)
+
+
+@pytest.mark.parametrize("command", sorted(OUTPUT_IS_A_FILE))
+def test_an_output_that_cannot_be_written_exits_2_before_any_work(command, tmp, capsys):
+    (tmp / "a-file").write_text("not a folder\n")
+    assert run(OUTPUT_IS_A_FILE[command], tmp) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tmp}/a-file" in err and "Traceback" not in err, err
+    assert (tmp / "a-file").read_text() == "not a folder\n"
+
+
+def test_an_export_file_that_is_a_directory_exits_2(tmp, capsys):
+    assert run(["data", "export", GOOD, "--out", "{tmp}/no-data"], tmp) == 2
+    assert "is a directory; name the file to write" in capsys.readouterr().err
+
+
+def test_a_missing_data_directory_says_what_it_is_and_where_the_docs_are(tmp, capsys, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.delenv("ROUTING_GYM_DATA_DIR", raising=False)
+    (tmp / "log.csv").write_text("query_id,prompt,benchmark,model_id,correct,output_tokens\nq1,hi,b,m1,1,10\n")
+    assert run(["data", "import", "{tmp}/log.csv", "--out", "{tmp}/imported", "--energy-model", "batched",
+                "--model-spec", "m1=1"], tmp) == 1
+    err = capsys.readouterr().err
+    assert "no data directory: pass --data-dir DIR or set ROUTING_GYM_DATA_DIR" in err and "README" not in err
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    assert "docs/importing.md" in err and (docs / "importing.md").exists()
+    assert "docs/tournaments.md, 'Real data'" in err and "## Real data" in (docs / "tournaments.md").read_text()

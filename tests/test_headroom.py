@@ -390,6 +390,17 @@ def test_the_whole_tournament_cross_fit_is_skipped_when_predicted_over_its_time_
     r = run_headroom(HeadroomConfig(tournament=t, routers=["cost-aware"], n_bootstrap=100, progress=False,
                                     whole_budget_s=0.0))
     assert r.whole["predicted_s"] > 0 and "over the 0 s budget" in r.whole["skipped"]
+    from routing_gym.eval.headroom.report import AUC_NOTE, markdown_report
+
+    table = markdown_report(r)
+    head, rest = table.split("| Rung |", 1)
+    said = "**The whole-tournament cross-fit was not run** for cost-aware: predicted "
+    assert said in head and said in rest  # at the top, not only in its own section
+    assert "from the held-out split only; to run it, raise --whole-budget-s (e.g. --whole-budget-s " in head
+    # "step" is always qualified: over the previous rung (the ladder) or over the label (every other table)
+    assert "| Step over previous rung at " in table and "gain / step over previous rung |" in table
+    assert "| Step at " not in table and "step over the task-aware" not in table and "Step over the label" not in table
+    assert AUC_NOTE in table and table.index(AUC_NOTE) > table.index("| Scorer | Within-benchmark AUC |")
 
 
 def test_the_ladder_claims_carry_family_wise_verdicts(results):

@@ -85,4 +85,28 @@ def test_cli_writes_a_dataset_minari_reads(minari_dir, tmp_path):
     again = subprocess.run([sys.executable, "-m", "routing_gym", "data", "export", str(tmp_path / "toy"), "--format",
                             "minari", "--out", "toy/cli-v0", "--policy", "no-such-agent"], capture_output=True, text=True,
                            env=env, timeout=600)
-    assert again.returncode == 1 and "already exists" in again.stderr and len(again.stderr.strip().splitlines()) == 1
+    # an existing dataset is an output that cannot be written: a usage error before any work
+    assert again.returncode == 2 and "already exists" in again.stderr and len(again.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("dataset_id", ["afile", "toy/no-version", "bad id-v0"])
+def test_cli_refuses_a_malformed_id_before_writing_anything(dataset_id, minari_dir, tmp_path):
+    save_tournament(make_tournament(40, 3, seed=1), tmp_path / "toy")
+    env = {"MINARI_DATASETS_PATH": str(minari_dir), "OMP_NUM_THREADS": "1", "PATH": ""}
+    result = subprocess.run([sys.executable, "-m", "routing_gym", "data", "export", str(tmp_path / "toy"), "--format",
+                             "minari", "--out", dataset_id], capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and f"Minari dataset id {dataset_id!r}: expected (namespace/)name-vN" in result.stderr
+    assert not minari_dir.exists() or not any(minari_dir.iterdir())
+
+
+def test_a_failed_export_leaves_nothing_behind(minari_dir, monkeypatch):
+    from minari.dataset.minari_storage import MinariStorage
+
+    def fail(*args, **kwargs):  # after Minari made the dataset and namespace folders
+        raise OSError("disk full")
+
+    monkeypatch.setattr(MinariStorage, "new", fail)
+    with pytest.raises(OSError, match="disk full"):
+        export_minari(make_tournament(40, 3, seed=1), "fresh-space/toy-v0")
+    assert not any(minari_dir.iterdir())  # neither the dataset nor the namespace it created

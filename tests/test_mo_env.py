@@ -190,3 +190,31 @@ def test_objective_values_units():
     assert np.array_equal(raw[..., 1], -o.energy_j) and np.array_equal(raw[..., 0], o.correct)
     rank = objective_values(o, "rank", ("correct", "power"))
     assert set(np.unique(rank[..., 0])) <= {-1.0, 2.0} and (rank[..., 1] <= 0).all() and (rank[..., 1] >= -1).all()
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_env_hulls_are_the_reports_train_chosen_chains(seed):
+    """fixed_model_hull() / task_aware_hull() are compare's yardsticks (chosen on train, valued
+    on the env's split) less the report's null policy: same policies, same points, same hypervolume,
+    once the report's running maximum of joules along the chain is applied (a policy whose test
+    joules fall below its predecessor's is a real policy here, passed at once in the report)."""
+    from routing_gym.envs import MORoutingEnv
+    from routing_gym.eval.compare import CompareConfig, run_compare
+    from routing_gym.sources.synthetic import generate, preset_config
+
+    t = generate(preset_config("paper-pool", n_queries=400, seed=seed))
+    result = run_compare(CompareConfig(tournament=t, agents=["random"], seeds=1, n_bootstrap=50, audit=False,
+                                       progress=False))
+    env = MORoutingEnv(tournament=t, split="test", objectives=("correct", "energy"))
+    j_ref = result.pareto["reference"]["energy_j"]
+    indicators = result.pareto["mo_indicators"]["fronts"]
+    for mine, report, name in ((env.fixed_model_hull(), result.pareto["hull"], "fixed-model hull"),
+                               (env.task_aware_hull(), result.pareto["task_hull"], "task-aware hull")):
+        names = report.get("models", report.get("vertices"))
+        assert names[0] == "answer nothing" and report["energy_j"][0] == 0 == report["accuracy"][0]
+        assert len(mine) == len(names) - 1
+        np.testing.assert_allclose(mine[:, 0], report["accuracy"][1:], rtol=1e-12)
+        joules = np.maximum.accumulate(-mine[:, 1])
+        np.testing.assert_allclose(joules, report["energy_j"][1:], rtol=1e-12)
+        scaled = np.stack([mine[:, 0], -joules / j_ref], axis=1)
+        assert mo_fronts.hypervolume(scaled, [0.0, -1.0]) == pytest.approx(indicators[name]["hypervolume"], rel=1e-12)

@@ -191,7 +191,7 @@ def test_split_errors_are_clear():
     t = make_tournament(with_splits=False)
     with pytest.raises(EmptySplitError, match="has no splits; call with_splits"):
         t.split_rows("train")
-    with pytest.raises(UnknownNameError, match="unknown split 'dev'; registered: all, test, train"):
+    with pytest.raises(UnknownNameError, match="unknown split 'dev'; in this tournament: all, test, train"):
         make_tournament().split_rows("dev")
     with pytest.raises(EmptySplitError, match="split 'test' has no queries"):
         make_tournament(n=30).with_splits(proportions={"train": 1, "test": 0}).split_rows("test")
@@ -203,9 +203,11 @@ def test_subset_by_benchmark_model_and_split(toy):
     assert sub.model_ids == ["m3", "m0"]
     rows = np.flatnonzero((toy.queries["benchmark"] == "gsm8k").to_numpy() & (toy.queries["split"] == "train").to_numpy())
     np.testing.assert_array_equal(sub.energy_j, toy.energy_j[rows][:, [3, 0]])
-    with pytest.raises(UnknownNameError, match="unknown benchmark 'bbh'"):
+    # a tournament's benchmarks and models are its own, not registered names
+    with pytest.raises(UnknownNameError, match="unknown benchmark 'bbh'; in this tournament: ") as caught:
         toy.subset(benchmarks=["bbh"])
-    with pytest.raises(UnknownNameError, match="unknown model 'm9'"):
+    assert "registered" not in str(caught.value).lower()
+    with pytest.raises(UnknownNameError, match="unknown model 'm9'; in this tournament: m0, m1"):
         toy.subset(models=["m9"])
 
 

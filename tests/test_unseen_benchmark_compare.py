@@ -105,6 +105,26 @@ def test_lobo_tables_per_fold_and_pooled(lobo):
     assert "## pooled" in unseen_markdown(result)
 
 
+def test_unseen_md_opens_with_its_answer_and_prints_no_degenerate_cell(lobo):
+    from routing_gym.eval.generalisation.unseen_benchmarks import ONE_SIDED_NOTE, _cells, _share_note, unseen_answer
+
+    _, _, _, result = lobo
+    text = unseen_markdown(result)
+    first = text.split("\n\n")[1]
+    pooled = [r for r in result.rows if r["benchmark"] == "pooled" and r["verdict"] != "not in family"]
+    above = [r["method"] for r in pooled if r["verdict"].startswith("above")]
+    assert first == unseen_answer(result.rows) and first.startswith("**Answer:** on benchmarks never seen in training")
+    assert f"{len(above)} of {len(pooled)} routers route above the fixed-model chain" in first
+    assert ONE_SIDED_NOTE in text and "adding or removing routers can change them" in text
+    table_rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| method")]
+    assert not any("+0.00 [" in line or "+0.00]" in line or "| +0.00 |" in line for line in table_rows)
+    assert not any(line.split(" | ")[3] == "" for line in table_rows)  # an undecided verdict is said in words
+    # the cells of the issue: a one-sided zero and a label value that rounded to the threshold
+    assert _cells(0.0, -2.84, 0.0) == ("0¹", "[-2.84, 0]") and _cells(0.26, -2.71, 0.98) == ("+0.26", "[-2.71, +0.98]")
+    note = _share_note(0.2, 0.996, 0.95)
+    assert "0.99 pp, is under the 1 pp a share needs" in note and "1.00" not in note
+
+
 def test_lobo_resumes_and_writes_every_fold(lobo):
     t, config, out, result = lobo
     paths = write_unseen_outputs(result, out, plots=False)

@@ -142,3 +142,28 @@ def test_unseen_model_gains_rows_for_every_size_and_cannot_for_the_others():
         if r["status"] == "ok":
             assert r["routing_gain_pp_ci_low"] <= r["routing_gain_pp"] <= r["routing_gain_pp_ci_high"]
             assert r["verdict"] in ("above", "below", "")
+
+
+def test_compare_unseen_models_command_writes_and_prints_its_table_with_an_answer(tmp_path, capsys):
+    """`routing-gym compare --unseen-models` runs unseen_model_gains and prints a short table, not raw arrays."""
+    import pandas as pd
+
+    from routing_gym.cli import main
+    from routing_gym.eval.generalisation.unseen_model_gains import TABLE_HEADER, describing_agents
+
+    with_star_and_dud().save(tmp_path / "t")
+    argv = ["compare", "--tournament", str(tmp_path / "t"), "--unseen-models", "m3,m4", "--agents", "uniroute,knn",
+            "--calibration", "0,40", "--bootstrap", "200", "--out", str(tmp_path / "o")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    text = (tmp_path / "o" / "unseen-models.md").read_text()
+    assert text in out and text.splitlines()[2].startswith("**Answer:** with 40 calibration questions per new model, ")
+    assert "Cannot use a description: knn (knn cannot route to models it did not train on" in text
+    assert TABLE_HEADER[0] in text and "| uniroute | 0 | " in text and "| uniroute | 40 | " in text
+    assert len(out.splitlines()) < 30  # a summary, not a batch result
+    rows = pd.read_csv(tmp_path / "o" / "unseen-models.csv")
+    star = rows[(rows["agent"] == "uniroute") & (rows["n_calibration"] == 40)].iloc[0]
+    assert star["new_model_share"] > 0.9
+    assert set(DESCRIBERS) <= set(describing_agents()) and "knn" not in describing_agents()
+    assert main([*argv[:-2], "--unseen-models", "m33", "--out", str(tmp_path / "bad")]) == 2
+    assert "did you mean 'm3'" in capsys.readouterr().err

@@ -64,6 +64,25 @@ def json_object(text: str, option: str) -> dict:
     return value
 
 
+def check_output_path(path: str | os.PathLike, option: str = "--out", directory: bool = True) -> None:
+    """Refuse, before any work, an output path that cannot be written (a usage error, exit 2):
+    an existing file where a directory goes (``directory``) or a directory where a file goes, a
+    path below a file, or a first existing ancestor that is not writable."""
+    from pathlib import Path
+
+    target = Path(path)
+    if directory and target.exists() and not target.is_dir():
+        raise UsageError(f"{option} {path}: is a file, not a directory; name a directory (created if missing)")
+    if not directory and target.is_dir():
+        raise UsageError(f"{option} {path}: is a directory; name the file to write")
+    # the nearest existing folder is where the first directory or file would be created
+    ancestor = next(p for p in ([target, *target.parents] if directory else target.parents) if p.exists())
+    if not ancestor.is_dir():
+        raise UsageError(f"{option} {path}: {ancestor} is a file, so nothing can be created below it")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: {ancestor} is not writable")
+
+
 def split_proportions(text: str) -> dict[str, float] | None:
     """``"train=2050,test=913"`` -> ``{"train": 2050.0, "test": 913.0}``; ``"none"`` -> None."""
     if text.strip().lower() == "none":

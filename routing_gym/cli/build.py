@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from routing_gym.cli import check_output_path
+
 BUILDS = ("zeroeval-math", "llmrouter", "mmlu-pro")
 
 
@@ -50,6 +52,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from routing_gym.errors import RoutingGymError, UsageError
     from routing_gym.paths import DATA_DIR_ENV, cache_dir, data_dir
 
+    check_output_path(args.out)
     start = time.monotonic()
     if args.download and args.source == "mmlu-pro":
         raise RoutingGymError("--download does not cover mmlu-pro yet: put TIGER-AI-Lab/MMLU-Pro's eval_results zips "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from routing_gym.cli import json_object, positive_int
+from routing_gym.cli import check_output_path, json_object, positive_int
 
 
 def add_commands(cli) -> None:
@@ -47,6 +47,7 @@ def cmd_collapse(args: argparse.Namespace) -> int:
     from routing_gym.cli import USER_IMPORTS
     from routing_gym.eval.collapse.study import CollapseConfig, left_out_note, run_collapse_study, write_study
 
+    check_output_path(args.out)
     config = CollapseConfig(
         tournament=args.tournament, agent=args.agent, agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"),
         rewards=args.rewards,

@@ -7,7 +7,15 @@ import argparse
 import json
 from pathlib import Path
 
-from routing_gym.cli import INCOMPLETE, INTERRUPTED, PAPER_SPLIT_SPEC, add_split_arguments, describe_splits, split_proportions
+from routing_gym.cli import (
+    INCOMPLETE,
+    INTERRUPTED,
+    PAPER_SPLIT_SPEC,
+    add_split_arguments,
+    check_output_path,
+    describe_splits,
+    split_proportions,
+)
 from routing_gym.collect.config import METERS
 from routing_gym.errors import UsageError
 
@@ -63,6 +71,7 @@ def _load(args: argparse.Namespace):
     """The config file with the command line's overrides."""
     from routing_gym.collect.config import load_config
 
+    check_output_path(args.out)
     config = load_config(args.config)
     if args.meter:
         config.energy.meter = args.meter
@@ -151,6 +160,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_to_tournament(args: argparse.Namespace) -> int:
+    check_output_path(args.dest, "--dest")
     return _write_tournament(Path(args.out), Path(args.dest), args.allow_partial, args.regrade, args.format,
                              split=split_proportions(args.split), split_seed=args.split_seed)
 

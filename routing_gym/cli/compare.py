@@ -6,7 +6,7 @@ import argparse
 import sys
 import warnings
 
-from routing_gym.cli import json_object
+from routing_gym.cli import check_output_path, json_object
 
 
 def add_commands(cli) -> None:
@@ -56,6 +56,13 @@ def add_commands(cli) -> None:
                    "on that benchmark with every other question training, in OUT/held-out/<benchmark>/ (resumable); "
                    "writes unseen.md/.csv/.json: each router's gain over the fixed-model yardstick chosen on train and "
                    "the share it recovers of what the label would have been worth had the benchmark been seen")
+    p.add_argument("--unseen-models", default=None, metavar="M1,M2",
+                   help="models never seen in training (UniRoute's protocol): each agent is fitted without them, then "
+                   "routes the whole pool after learning each from its answers to --calibration training questions; "
+                   "writes unseen-models.md/.csv (agents: 'default' = those that can use such a description)")
+    p.add_argument("--calibration", default="0,50,200", metavar="N1,N2",
+                   help="with --unseen-models: calibration question counts per new model, 0 = route among the seen "
+                   "models (default: %(default)s)")
     add_executor_arguments(p)
     p.set_defaults(func=cmd_compare)
 
@@ -108,6 +115,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from routing_gym.eval.compare import CompareConfig, run_compare, write_outputs
 
+    check_output_path(args.out)
     if args.coefficients is not None:
         coefficients = json_object(args.coefficients, "--coefficients")
     else:
@@ -127,6 +135,8 @@ def _run(args: argparse.Namespace) -> int:
         agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"), fixed_models=not args.no_fixed_models,
         allow_ungated=args.allow_ungated, n_bootstrap=args.bootstrap, audit=not args.no_audit, **executor_settings(args),
     )
+    if args.unseen_models is not None:
+        return _unseen_models(args, config)
     if args.leave_one_benchmark_out is not None:
         from routing_gym.eval.generalisation.unseen_benchmarks import run_leave_one_benchmark_out, write_unseen_outputs
 
@@ -142,6 +152,42 @@ def _run(args: argparse.Namespace) -> int:
     if result.failures:
         print(f"{len(result.failures)} run(s) failed: " + "; ".join(f"{f.method} seed {f.seed}: {f.error}" for f in result.failures))
         return 1
+    return 0
+
+
+def _unseen_models(args: argparse.Namespace, config) -> int:
+    """``compare --unseen-models``: ``unseen_model_gains`` on the tournament, its table written and printed."""
+    import time
+    from pathlib import Path
+
+    import pandas as pd
+
+    from routing_gym.envs import Reward
+    from routing_gym.errors import UsageError
+    from routing_gym.eval.generalisation import unseen_model_gains as gains
+    from routing_gym.sources import resolve_tournament
+
+    if args.leave_one_benchmark_out is not None:
+        raise UsageError("--unseen-models and --leave-one-benchmark-out are two studies: run them one at a time")
+    held_out = [m.strip() for m in args.unseen_models.split(",") if m.strip()]
+    try:
+        sizes = sorted({int(n) for n in args.calibration.split(",")})
+    except ValueError:
+        raise UsageError(f"--calibration {args.calibration!r}: expected whole numbers like 0,50,200") from None
+    if not held_out or min(sizes) < 0:
+        raise UsageError("--unseen-models needs model names and --calibration counts >= 0")
+    t = resolve_tournament(args.tournament)
+    agents = gains.describing_agents() if config.agents is None else list(config.agents)
+    reward = Reward(config.reward, dict(config.coefficients), allow_ungated=config.allow_ungated)
+    tic = time.perf_counter()
+    rows = gains.unseen_model_gains(t, agents, held_out, sizes, reward, seed=0, n_bootstrap=config.n_bootstrap)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(out / "unseen-models.csv", index=False)
+    text = gains.markdown(rows, t.card.name, held_out, seed=0)
+    (out / "unseen-models.md").write_text(text)
+    print(text)
+    print(f"wrote unseen-models.csv, unseen-models.md to {args.out} in {time.perf_counter() - tic:.1f} s")
     return 0
 
 

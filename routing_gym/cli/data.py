@@ -6,7 +6,14 @@ import argparse
 import json
 import time
 
-from routing_gym.cli import PAPER_SPLIT_SPEC, UsageError, add_split_arguments, describe_splits, split_proportions
+from routing_gym.cli import (
+    PAPER_SPLIT_SPEC,
+    UsageError,
+    add_split_arguments,
+    check_output_path,
+    describe_splits,
+    split_proportions,
+)
 
 
 def add_commands(cli) -> None:
@@ -78,6 +85,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_split(args: argparse.Namespace) -> int:
     from routing_gym.sources import resolve_tournament
 
+    check_output_path(args.out)
     proportions = split_proportions(args.split)
     if proportions is None:
         raise UsageError("data split needs proportions (--split NAME=WEIGHT,...), not 'none'")
@@ -160,6 +168,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         write_tournament_atomically,
     )
 
+    check_output_path(args.out)
     config = read_config_file(args.config, RoutingGymError, "import config") if args.config else {}
     if not isinstance(config, dict):
         raise RoutingGymError(f"{args.config}: expected a mapping with columns / model_specs / energy_model")
@@ -198,7 +207,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from routing_gym.sources import resolve_tournament
 
     if args.format == "minari":
-        from routing_gym.eval.offline.dataset import export_minari
+        from routing_gym.eval.offline.dataset import export_minari  # checks the dataset id before any work
 
         dataset = export_minari(args.tournament, args.out, args.policy, args.split, args.seed, args.epsilon,
                                 observation=args.observation)
@@ -206,6 +215,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 0
     from routing_gym.sources.longtable import export_long_table
 
+    check_output_path(args.out, directory=False)
     tournament = resolve_tournament(args.tournament)
     path = export_long_table(tournament, args.out)
     print(f"wrote {path}: {tournament.n_queries * tournament.n_models} rows ({tournament.n_queries} questions x "

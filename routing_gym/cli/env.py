@@ -47,7 +47,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             obs, _ = env.reset()
             action = env.action_space.sample()
             _, reward, terminated, truncated, info = env.step(action)
-            steps.append((obs["text"], int(action), reward, terminated, truncated))
+            shown = obs["text"] if isinstance(obs, dict) else np.asarray(obs).tolist()  # a -features id shows a Box
+            steps.append((shown, int(action), reward, terminated, truncated))
         return steps
 
     same = trajectory(7) == trajectory(7)
@@ -56,5 +57,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"different seeds, different trajectories: {'yes' if different else 'no'}")
     u = env.unwrapped
     print(f"observation space: {u.observation_space}\naction space: {u.action_space} ({', '.join(u.tournament.model_ids)})")
-    print(f"reward: {u.reward.describe()}, mean oracle reward on split: {np.mean(u.reward_matrix.max(axis=1)):.3f}")
+    if u.reward is not None:  # the multi-turn env's reward is its own (additive joules over turns), not a registered one
+        print(f"reward: {u.reward.describe()}, mean oracle reward on split: {np.mean(u.reward_matrix.max(axis=1)):.3f}")
+    else:
+        print(f"reward: {type(u).__name__}'s own (see its docstring)")
     return 0 if same else 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from routing_gym.cli import json_object
+from routing_gym.cli import check_output_path, json_object
 
 
 def add_commands(cli) -> None:
@@ -55,6 +55,7 @@ def cmd_frontier(args: argparse.Namespace) -> int:
     from routing_gym.eval.frontier import FrontierConfig, run_frontier
     from routing_gym.eval.frontier.report import write_frontier_outputs
 
+    check_output_path(args.out)
     config = FrontierConfig(
         tournament=args.tournament, agents=[a.strip() for a in args.agents.split(",") if a.strip()],
         grids=json_object(args.grid, "--grid"), agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"),

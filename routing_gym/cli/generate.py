@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from routing_gym.cli import check_output_path
 from routing_gym.errors import UsageError
 
 
@@ -41,6 +42,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         return 0
     if not args.out:
         raise UsageError("--out DIR is required (or --list)")
+    check_output_path(args.out)
     overrides = {
         key: value
         for key, value in (

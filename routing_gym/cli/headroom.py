@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from routing_gym.cli import json_object, positive_int
+from routing_gym.cli import check_output_path, json_object, positive_int
 
 
 def add_commands(cli) -> None:
@@ -52,6 +52,7 @@ def cmd_headroom(args: argparse.Namespace) -> int:
     from routing_gym.eval.headroom import HeadroomConfig, run_headroom
     from routing_gym.eval.headroom.report import write_headroom_outputs
 
+    check_output_path(args.out)
     routers = None if args.routers is None else [r.strip() for r in args.routers.split(",") if r.strip()]
     config = HeadroomConfig(tournament=args.tournament, routers=routers,
                             agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"), budget_j=args.budget_j,

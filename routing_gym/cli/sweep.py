@@ -7,6 +7,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from routing_gym.cli import check_output_path
+
 
 def add_commands(cli) -> None:
     from routing_gym.cli.compare import add_executor_arguments
@@ -40,6 +42,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             setattr(config, key, value)
         if args.no_plots:
             config.plots = False
+        check_output_path(args.out or config.out, "--out" if args.out else f"{args.config}: out")
         outcome = run_sweep(config, out=args.out)
     out = args.out or config.out
     print((Path(out) / "combined.md").read_text())

@@ -32,6 +32,11 @@ class BudgetConfig(RoutingConfig):
             raise ValueError(f"overspend_penalty must be a finite number >= 0, got {self.overspend_penalty!r}")
 
 
+def _no_episode_yet() -> dict[str, float]:
+    """``budget_episode`` before the episode's last step."""
+    return dict.fromkeys(("accuracy", "mean_energy_j", "budget_j", "violation_j"), 0.0)
+
+
 def default_config() -> dict[str, Any]:
     """Every BudgetRoutingEnv option with its default (``BudgetConfig``)."""
     return BudgetConfig().to_dict()
@@ -118,9 +123,11 @@ class BudgetRoutingEnv(ReplayEnv):
     ## Info
     Per step: `RoutingEnv`'s step info for the routed query, plus `spent_j`, `budget_j` (B),
     `budget_left_j` (`B * horizon - spent`, negative once overspent), `t` (queries routed),
-    `next_query_id` (`""` at the end) and `episode`: `accuracy`, `mean_energy_j`, `budget_j`,
+    `next_query_id` (`""` at the end) and `budget_episode`: `accuracy`, `mean_energy_j`, `budget_j`,
     `violation_j` of the episode at its last step, zeros before. `reset` returns the same keys
-    (the route's with their not-applicable values: `""`, 0.0, `valid=False`).
+    (the route's with their not-applicable values: `""`, 0.0, `valid=False`), and every info is
+    a new object. The key is not `episode`: `info["episode"]` is the end-of-episode record
+    (`r`, `l`, `t`) of Gymnasium's `RecordEpisodeStatistics` and SB3's `Monitor`, which read it.
 
     ## Arguments
     `BudgetConfig` (`default_config()`): RoutingEnv's options plus `horizon`, `budget_j` and
@@ -162,7 +169,8 @@ class BudgetRoutingEnv(ReplayEnv):
             self.sampler.restart()
         self._spent, self._t, self._correct_sum = 0.0, 0, 0.0
         self._current = self.sampler.next(self.np_random)
-        return self._observe(self._current), self._complete_info({**self.core.query_info(self._current), **self._budget_info()})
+        info = {**self.core.query_info(self._current), **self._budget_info(), "budget_episode": _no_episode_yet()}
+        return self._observe(self._current), self._complete_info(info)
 
     def step(self, action):
         if self._current is None:
@@ -183,7 +191,7 @@ class BudgetRoutingEnv(ReplayEnv):
             # The final observation repeats the last query with the closing budget state.
             self._current = None
             mean_j = self._spent / self.horizon
-            info["episode"] = {
+            info["budget_episode"] = {
                 "accuracy": self._correct_sum / self.horizon,
                 "mean_energy_j": mean_j,
                 "budget_j": self.budget_j,
@@ -192,14 +200,15 @@ class BudgetRoutingEnv(ReplayEnv):
         else:
             self._current = position = self.sampler.next(self.np_random)
             info["next_query_id"] = self.core.query_ids[position]
+            info["budget_episode"] = _no_episode_yet()
         return self._observe(position), float(reward), done, False, self._complete_info(info)
 
     def info_defaults(self) -> dict[str, Any]:
         """``ReplayEnv.info_defaults`` plus the route's keys, the budget state, ``next_query_id``
-        and ``episode`` (zeros until the episode's last step, ``t == horizon``)."""
-        episode = dict.fromkeys(("accuracy", "mean_energy_j", "budget_j", "violation_j"), 0.0)
+        and ``budget_episode`` (zeros until the episode's last step, ``t == horizon``; a new
+        dict in every info, never the template's)."""
         return {**super().info_defaults(), **self.core.route_info_defaults(), **self._budget_info(),
-                "next_query_id": "", "episode": episode}
+                "next_query_id": "", "budget_episode": _no_episode_yet()}
 
     def _budget_info(self) -> dict[str, Any]:
         return {"spent_j": self._spent, "budget_j": self.budget_j, "budget_left_j": self.total_budget_j - self._spent, "t": self._t}

@@ -92,15 +92,18 @@ class MultiObjective:
         return list(mo_fronts.oracle_front(self.objective_matrix, weights))
 
     def fixed_model_hull(self) -> np.ndarray:
-        """``[V, d]``: the vertices of the fixed-model hull (``eval.hull``, accuracy vs joules)
-        as reward vectors of this split."""
+        """``[V, d]``: the fixed-model yardstick of ``compare``'s report as reward vectors of this
+        split: its chain of fixed models chosen on the training split (``mo_fronts.fixed_model_front``
+        states the two differences: the report's chain starts at the null policy, 0 J and 0 %, no
+        action here, and reads joules through a running maximum)."""
         from routing_gym.fronts import mo_fronts
 
-        return mo_fronts.fixed_model_front(self.objective_matrix, self.core.outcomes)
+        return mo_fronts.fixed_model_front(self.objective_matrix, self.tournament)
 
     def task_aware_hull(self) -> np.ndarray:
-        """``[V, d]``: the vertices of the task-aware hull (per-benchmark routes chosen on the
-        training split, and the fixed models) as reward vectors of this split."""
+        """``[V, d]``: the task-aware yardstick of ``compare``'s report (fixed models and
+        per-benchmark routes, chosen on the training split) as reward vectors of this split, with
+        the differences of ``fixed_model_hull`` (``mo_fronts.task_aware_front``)."""
         from routing_gym.fronts import mo_fronts
 
         return mo_fronts.task_aware_front(self.objective_matrix, self.core, self.tournament)

@@ -169,6 +169,16 @@ def fixed_model_hull(energy_j: np.ndarray, accuracy: np.ndarray) -> Hull:
     return Hull(energy_j=vx[:n], accuracy=vy[:n], vertex_index=vi[:n])
 
 
+def train_chain(train_energy_j: np.ndarray, train_accuracy: np.ndarray) -> np.ndarray:
+    """The policies of a yardstick chain chosen on the training split (``eval.core.yardstick``):
+    indices into the ``[C]`` candidates of the vertices of the upper concave hull of their train
+    points and the null point (answer nothing: 0 J, 0 %), cheapest first; the null point is the
+    chain's start and has no index."""
+    xs, ys = _points(train_energy_j, train_accuracy)
+    hull = fixed_model_hull(np.concatenate([[0.0], xs]), np.concatenate([[0.0], ys]))
+    return (hull.vertex_index[hull.vertex_index > 0] - 1).astype(np.int64)
+
+
 def routing_gain(
     energy_j: np.ndarray, accuracy: np.ndarray, method_energy_j: np.ndarray, method_accuracy: np.ndarray
 ) -> np.ndarray:

@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from routing_gym.fronts import hull as fixed_hull
-from routing_gym.tournament import Outcomes, Tournament
+from routing_gym.tournament import Tournament
 
 EU_WEIGHTS = 101  # equally spaced weights of the expected utility (MORL-Baselines' default is 100)
 # pymoo's Riesz s-energy directions for (2 objectives, EU_WEIGHTS), written by pymoo itself: computing
@@ -112,29 +112,37 @@ def policy_value(values: np.ndarray, actions: np.ndarray) -> np.ndarray:
     return v[np.arange(len(v)), a].mean(axis=0)
 
 
-def fixed_model_front(values: np.ndarray, outcomes: Outcomes) -> np.ndarray:
-    """``[V, d]``: the fixed-model hull's vertices (accuracy vs mean joules of every model sent
-    every query) as objective vectors."""
+def fixed_model_front(values: np.ndarray, tournament: Tournament, train_split: str = "train") -> np.ndarray:
+    """``[V, d]``: the policies of the fixed-model yardstick as objective vectors of ``values``'
+    split: the chain chosen on ``train_split`` by the rule of ``compare``'s report
+    (``hull.train_chain``, ``eval.core.yardstick``), so the same fixed models in the same order.
+    Two differences from the report's chain, both by design: it starts at the null policy (answer
+    nothing: 0 J, 0 %), no action of the env, so it has that one point more (adding nothing to a
+    hypervolume whose reference accuracy is 0); and it reads joules through a running maximum
+    along the chain, where these are each policy's own vector (a policy cheaper on this split than
+    its predecessor keeps its lower joules here). ``tests/test_mo_env.py`` checks the rest is equal."""
     v = _check_values(values)
-    h = fixed_hull.fixed_model_hull(np.asarray(outcomes.energy_j).mean(axis=0), np.asarray(outcomes.correct).mean(axis=0))
-    return v.mean(axis=0)[h.vertex_index]
+    train = tournament.split_rows(train_split)
+    index = fixed_hull.train_chain(tournament.energy_j[train].mean(axis=0), tournament.correct[train].mean(axis=0))
+    return v.mean(axis=0)[index]
 
 
-def task_aware_front(values: np.ndarray, core: Any, tournament: Tournament) -> np.ndarray:
-    """``[V, d]``: the task-aware hull's vertices (the fixed models and the per-benchmark routes
-    chosen on the training split, ``hull.task_routing``) as objective vectors of ``core``'s split."""
+def task_aware_front(values: np.ndarray, core: Any, tournament: Tournament, train_split: str = "train") -> np.ndarray:
+    """``[V, d]``: the policies of the task-aware yardstick (the fixed models and the per-benchmark
+    routes, both chosen on ``train_split``: ``hull.task_routing``, then ``hull.train_chain``) as
+    objective vectors of ``core``'s split; it differs from the report's chain as
+    ``fixed_model_front`` says (the null policy, the running maximum of joules)."""
     v = _check_values(values)
     t = tournament
-    train = t.split_rows("train")
-    routes = fixed_hull.task_routing(t.correct[train], t.energy_j[train], t.benchmark_codes[train], len(t.benchmarks))
+    train = t.split_rows(train_split)
+    correct, energy, codes = t.correct[train], t.energy_j[train], t.benchmark_codes[train]
+    routes = fixed_hull.task_routing(correct, energy, codes, len(t.benchmarks))
+    index = fixed_hull.train_chain(*fixed_hull.task_aware_points(
+        energy.mean(axis=0), correct.mean(axis=0), routes.per_query(energy, codes).mean(axis=0),
+        routes.per_query(correct, codes).mean(axis=0)))
     actions = routes.choices[:, core.benchmarks].T  # [n, P]
-    o = core.outcomes
     route_vectors = np.stack([policy_value(v, actions[:, p]) for p in range(len(routes))])
-    route_j, route_acc = routes.per_query(o.energy_j, core.benchmarks).mean(axis=0), routes.per_query(o.correct, core.benchmarks).mean(axis=0)
-    joules, accuracy = fixed_hull.task_aware_points(np.asarray(o.energy_j).mean(axis=0), np.asarray(o.correct).mean(axis=0),
-                                                    route_j, route_acc)
-    h = fixed_hull.fixed_model_hull(joules, accuracy)
-    return np.vstack([v.mean(axis=0), route_vectors])[h.vertex_index]
+    return np.vstack([v.mean(axis=0), route_vectors])[index]
 
 
 # ---------------------------------------------------------------------- indicators

@@ -35,6 +35,7 @@ from routing_gym.tournament.schema import (
     Column,
 )
 
+IN_TOURNAMENT = "in this tournament"  # how UnknownNameError lists a tournament's own benchmarks, models and splits
 # The reference paper's split: 2,050 training and 913 held-out questions.
 PAPER_SPLIT = {"train": 2050, "test": 913}
 
@@ -162,7 +163,7 @@ class Tournament:
     def model_index(self, model_id: str) -> int:
         ids = self.model_ids
         if model_id not in ids:
-            raise UnknownNameError("model", model_id, ids)
+            raise UnknownNameError("model", model_id, ids, known_as=IN_TOURNAMENT)
         return ids.index(model_id)
 
     def outcomes(self, rows: np.ndarray | None = None) -> Outcomes:
@@ -186,7 +187,7 @@ class Tournament:
                 )
             declared = set(self.splits) | set(self.card.split.get("proportions", {}))
             if split not in declared:
-                raise UnknownNameError("split", split, sorted(declared) + ["all"])
+                raise UnknownNameError("split", split, sorted(declared) + ["all"], known_as=IN_TOURNAMENT)
             rows = np.flatnonzero(self.queries["split"].to_numpy() == split)
         if len(rows) == 0:
             raise EmptySplitError(f"{self.card.name}: split {split!r} has no queries")
@@ -248,10 +249,10 @@ class Tournament:
             raise EmptySplitError(f"{self.card.name}: holding out benchmarks needs a split; call with_splits() first")
         for benchmark in benchmarks:
             if benchmark not in self.benchmarks:
-                raise UnknownNameError("benchmark", benchmark, self.benchmarks)
+                raise UnknownNameError("benchmark", benchmark, self.benchmarks, known_as=IN_TOURNAMENT)
         declared = set(self.splits) | set(self.card.split.get("proportions", {}))
         if split not in declared:
-            raise UnknownNameError("split", split, sorted(declared))
+            raise UnknownNameError("split", split, sorted(declared), known_as=IN_TOURNAMENT)
         groups = question_groups(self.queries["prompt"])
         in_held_out = self.queries["benchmark"].isin(benchmarks).to_numpy()
         moved = np.isin(groups, groups[in_held_out])  # a held-out question's copies go with it
@@ -281,7 +282,7 @@ class Tournament:
             benchmarks = list(benchmarks)
             unknown = set(benchmarks) - set(self.benchmarks)
             if unknown:
-                raise UnknownNameError("benchmark", sorted(unknown)[0], self.benchmarks)
+                raise UnknownNameError("benchmark", sorted(unknown)[0], self.benchmarks, known_as=IN_TOURNAMENT)
             keep &= self.queries["benchmark"].isin(benchmarks).to_numpy()
         if split is not None:
             mask = np.zeros(self.n_queries, dtype=bool)
@@ -441,7 +442,7 @@ def leave_one_benchmark_out(tournament: Tournament, benchmarks: Iterable[str] | 
                               f"it has {tournament.benchmarks}")
     for benchmark in names:  # checked before the first fold is made
         if benchmark not in tournament.benchmarks:
-            raise UnknownNameError("benchmark", benchmark, tournament.benchmarks)
+            raise UnknownNameError("benchmark", benchmark, tournament.benchmarks, known_as=IN_TOURNAMENT)
     return ((benchmark, tournament.with_held_out_benchmarks([benchmark], split)) for benchmark in names)
 
 

@@ -133,27 +133,7 @@ def markdown_report(result: CompareResult) -> str:
             f"{r['invalid_count']:g}",
         ] + [f"{r[c]:.4g}" if c in r and not math.isnan(r[c]) else "—" for c in overhead_cols]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        f"Notes. Reward: mean {reward} per held-out query, the same coefficients for every row (rewards under "
-        f"other coefficients are different metrics). Intervals: {s['intervals']}. Agent rows are means over "
-        f"seeds (per-seed spread in summary.csv, `*_seed_sd`); 'always <model>' rows are the fixed models "
-        f"computed directly from the table. Routing gain and joules saved: against the {s['hull']}; {_OUTSIDE_MARKS}; "
-        f"a fixed model that is a vertex of the yardstick in every resample is 'on the yardstick'. Content gain: against the {s['task_hull']}. "
-        f"{s['shape']}. "
-        f"▲ / ▼: above / below 0 under the family-wise rule that decides the verdict lines (Romano-Wolf step-down "
-        f"over the deployable verified rows, both gains); the marginal intervals are for reading one row alone. "
-        f"Invalid: invalid actions per evaluation pass ({s['invalid_actions']}). "
-        f"Power W per request: mean of energy / latency per answer, the power attributed to one request: a GPU's "
-        f"draw when it serves one request at a time, a request's share of its server's draw (server power / "
-        f"requests in flight, a few watts) when the joules are a batched server's per-request share, as under the "
-        f"derived tournaments' default energy model 'batched'. "
-        f"Top-1 share: share of queries sent to the most used model (collapse indicator). Deployable: 'no' for "
-        f"methods that declare held-out information (oracle, output-informed diagnostics); {_audit_note(result)}. "
-        f"Training feedback: 'bandit' (only the chosen route's outcome, through the training env), 'full "
-        f"information' (every model's outcome on the training queries: legitimate training data, declared or read).",
-        "",
-    ]
+    lines += ["", *notes_lines(result, s, reward), ""]
     free_note = reward_free_note(reward_free)
     lines += [free_note, ""] if free_note else []
     lines += [f"**Warning: {w}.**" for w in result.warnings] + ([""] if result.warnings else [])
@@ -174,6 +154,49 @@ def markdown_report(result: CompareResult) -> str:
             lines += [f"  - `{frame}`" for frame in records[0].traceback[-2:]]
         lines.append("")
     return "\n".join(lines)
+
+
+DOCS_PAGE = "docs/evaluation.md"  # what the notes link to: the rules in full
+LABEL_ROUTER = "per-benchmark"
+
+
+def family_note(rows: list[dict[str, Any]]) -> str:
+    """The sentence every verdict-bearing table states: verdicts are family-wise over this table's
+    deployable verified rows, so they depend on which agents were run."""
+    n = sum(1 for r in rows if r["seeds_ok"] and r["kind"] != "fixed-model" and r["deployable"]
+            and not audit.withheld(r["deployable_label"]))
+    return (f"Verdict lines (and ▲ / ▼) are family-wise over the {n} deployable verified rows of this table "
+            "(balanced Romano-Wolf step-down, both gains): adding or removing agents can change them; a marginal interval "
+            "reads one row alone.")
+
+
+def notes_lines(result: CompareResult, s: dict[str, Any], reward: str) -> list[str]:
+    """The table's notes as a short bulleted list; the rules in full are in ``DOCS_PAGE``."""
+    listed = {r["method"] for r in result.rows}
+    label_router = ([f"- {LABEL_ROUTER} (the label router) sends each benchmark to the model with the best mean "
+                     f"training reward ({reward}), not the best accuracy − λ·J that the task-aware yardstick's routes "
+                     "maximise, so it can sit below that yardstick: 'worse than routing by the label' then means below "
+                     "the best label routes of the chain, not below itself."] if LABEL_ROUTER in listed else [])
+    return [
+        "Notes (the rules in full: " + f"[{DOCS_PAGE}]({DOCS_PAGE})):",
+        "",
+        f"- Reward: mean {reward} per held-out query, the same coefficients for every row. Intervals: {s['intervals']}.",
+        "- Agent rows: means over seeds (spread in summary.csv, `*_seed_sd`); 'always <model>' rows: the fixed models, "
+        "computed from the table.",
+        "- Routing gain and joules saved: against the fixed-model yardstick, a chain chosen on train and read on test as the "
+        "best mix of its policies (a fixed model that is a vertex of it in every resample is 'on the yardstick'); content "
+        f"gain: against the task-aware yardstick; {_OUTSIDE_MARKS}.",
+        f"- {s['shape']}.",
+        f"- {family_note(result.rows)}",
+        *label_router,
+        f"- Invalid: invalid actions per evaluation pass ({s['invalid_actions']}). Top-1 share: share of queries sent to "
+        "the most used model (a collapse indicator).",
+        "- Power W per request: energy / latency per answer, the power attributed to one request (a batched server's "
+        "per-request share is a few watts).",
+        *_audit_notes(result),
+        "- Training feedback: 'bandit' (only the chosen route's outcome, through the training env) or 'full "
+        "information' (every model's outcome on the training queries: legitimate training data).",
+    ]
 
 
 _OUTSIDE_MARK = {DEARER_THAN_CHAIN: " (flat)", MORE_ACCURATE_THAN_CHAIN: " (beyond)"}
@@ -333,16 +356,17 @@ def _duplicates_note(settings: dict[str, Any]) -> str:
             f"{sum(d['within'].values())} extra copies within splits)")
 
 
-def _audit_note(result: CompareResult) -> str:
-    """What the audit did; its cost per cell (seconds, machine-dependent) is ``audit_s`` in
-    per_seed.csv, so that table.md stays the same on every executor and machine."""
+def _audit_notes(result: CompareResult) -> list[str]:
+    """What the audit did and cannot see; its cost per cell (seconds, machine-dependent) is
+    ``audit_s`` in per_seed.csv, so that table.md stays the same on every executor and machine."""
+    declared = "- Deployable: 'no' for methods that declare held-out information (oracle, output-informed diagnostics); "
     if not result.config.audit:
-        return "the audit was off (--no-audit): no row is verified, so none says 'yes'"
-    return (f"'yes' only after the audit: each agent fit and run again, in a process where the original held-out "
-            f"outcomes were never loaded, on a copy whose held-out outcomes are replaced (permuted across held-out "
-            f"queries, shifted one model along), any changed action gives '{audit.FAILED_LABEL}'; it cannot see "
-            f"{audit.AUDIT_BLIND_SPOTS}; its cost per cell (the second fit + act) is `audit_s` in per_seed.csv, next "
-            f"to `fit_s`")
+        return [declared + "the audit was off (--no-audit): no row is verified, so none says 'yes'."]
+    return [declared + "'yes' only after the audit: each agent fit and run again, in a process where the original "
+            "held-out outcomes were never loaded, on a copy whose held-out outcomes are replaced (permuted across "
+            f"held-out queries, shifted one model along); any changed action gives '{audit.FAILED_LABEL}'. Its cost per "
+            "cell (the second fit + act) is `audit_s` in per_seed.csv, next to `fit_s`.",
+            f"- The audit cannot see {audit.AUDIT_BLIND_SPOTS}."]
 
 
 def _markdown_benchmarks(result: CompareResult) -> list[str]:

@@ -82,7 +82,7 @@ class CompareResult:
         for r in self.rows:
             if r["method"] == method:
                 return r
-        raise UnknownNameError("method", method, [r["method"] for r in self.rows])
+        raise UnknownNameError("method", method, [r["method"] for r in self.rows], known_as="in this comparison")
 
     def settings(self) -> dict[str, Any]:
         c = self.config

@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from routing_gym.fronts.hull import (TaskRouting, _interpolate, _points, fixed_model_hull, hull_accuracy_at, hull_vertices,
-                                   task_aware_points, task_routing)
+from routing_gym.fronts.hull import (TaskRouting, _interpolate, _points, hull_accuracy_at, hull_vertices, task_aware_points,
+                                   task_routing, train_chain)
 
 WITHIN = "within"
 DEARER_THAN_CHAIN = "beyond the dearest policy of the chain: compared with it (flat)"
@@ -77,9 +77,8 @@ class Yardstick:
         xs, ys = _points(train_energy_j, train_accuracy)
         if xs.ndim != 1 or len(names) != len(xs):
             raise ValueError(f"a yardstick is chosen from one set of [C] named points, got {xs.shape} and {len(names)} names")
-        hull = fixed_model_hull(np.concatenate([[0.0], xs]), np.concatenate([[0.0], ys]))
-        index = hull.vertex_index[hull.vertex_index > 0] - 1  # the null point is vertex 0 of every chain
-        return cls(index=index.astype(np.int64), names=[names[i] for i in index], train_energy_j=xs[index],
+        index = train_chain(xs, ys)
+        return cls(index=index, names=[names[i] for i in index], train_energy_j=xs[index],
                    train_accuracy=ys[index])
 
     def envelope(self, energy_j: np.ndarray, accuracy: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -33,6 +33,7 @@ pooled table).
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from dataclasses import dataclass, replace
@@ -178,9 +179,10 @@ def in_family(deployable_label: str) -> bool:
 def _share_note(low: float, value: float, confidence: float) -> str:
     """Why a row has no share of the label's value ("" when it has one)."""
     if low <= 0:
-        return f"label's value not above 0 ({confidence:.0%} interval reaches {low:+.2f} pp)"
-    if value < MIN_LABEL_VALUE_PP:
-        return f"label's value {value:.2f} pp < {MIN_LABEL_VALUE_PP} pp"
+        return f"the label's value is not clearly above 0: its {confidence:.0%} interval reaches {low:+.2f} pp"
+    if value < MIN_LABEL_VALUE_PP:  # shown rounded down, so that it never reads as the threshold itself
+        return (f"the label's value, {math.floor(100 * value) / 100:.2f} pp, is under the {MIN_LABEL_VALUE_PP:g} pp a "
+                "share needs (below it the share is a ratio of noise)")
     return ""
 
 
@@ -245,19 +247,53 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "—" if value is None or not np.isfinite(value) else f"{value:+.{digits}f}"
 
 
+ONE_SIDED = "¹"
+ONE_SIDED_NOTE = (f"{ONE_SIDED} 0 at the estimate by construction: the router routes as a policy of the chain (or the two "
+                  "chains meet at its joules), so the interval is one-sided: it says only how far below the chain "
+                  "resamples fall, not that the value is uncertain around 0.")
+
+
+def _cells(value: float, low: float, high: float) -> tuple[str, str]:
+    """A value and its interval; a value that is 0 by construction (it prints as 0 and so does an
+    end of its interval) is marked ``ONE_SIDED`` rather than printed as '+0.00 [-2.84, +0.00]'."""
+    if abs(value) < 0.005 and min(abs(low), abs(high)) < 0.005:
+        ends = [f"{e:+.2f}" if abs(e) >= 0.005 else "0" for e in (low, high)]
+        return f"0{ONE_SIDED}", f"[{ends[0]}, {ends[1]}]"
+    return _fmt(value), f"[{_fmt(low)}, {_fmt(high)}]"
+
+
+def _verdict(verdict: str) -> str:
+    """A verdict cell: an undecided row says so in words (it was a blank cell)."""
+    return verdict if verdict.split(" ")[0] in ("above", "below", "not") else f"not distinguishable {verdict}".strip()
+
+
+def unseen_answer(rows: list[dict[str, Any]]) -> str:
+    """The one-line answer: which routers beat the fixed-model chain on benchmarks they never saw
+    (the pooled table's family-wise verdicts, or the only fold's)."""
+    table = [r for r in rows if r["benchmark"] == "pooled"] or rows
+    where = "pooled over the held-out benchmarks" if table[0]["benchmark"] == "pooled" else f"on {table[0]['benchmark']}"
+    judged = [r for r in table if r["verdict"] != "not in family"]
+    named = {d: [r["method"] for r in judged if r["verdict"].split(" ")[0] == d] for d in ("above", "below")}
+    return (f"**Answer:** on benchmarks never seen in training ({where}), {len(named['above'])} of {len(judged)} "
+            f"routers route above the fixed-model chain ({', '.join(named['above']) or 'none'}), "
+            f"{len(named['below'])} below ({', '.join(named['below']) or 'none'}); the rest are not distinguishable "
+            "from it (family-wise, 95 %).")
+
+
 def unseen_markdown(result: UnseenResult) -> str:
     """The pooled table, then one table per fold: each router's gain over the fixed-model chain
     of its fold, the label's value at its joules and the share of it the router recovers."""
-    lines = ["# Leave-one-benchmark-out: routers on benchmarks never seen in training", "",
+    lines = ["# Leave-one-benchmark-out: routers on benchmarks never seen in training", "", unseen_answer(result.rows), "",
              "Routing gain: accuracy - the fixed-model chain chosen on the fold's training split at the router's mean "
              "joules (pp; on an unseen benchmark the task-aware chain reduces to it). Label value (privileged, a "
              "reference): the gain, at the same joules, of the chain the label would have given had the benchmark been "
              f"seen: the held-out benchmark's own models chosen on its own outcomes, cross-fitted over {CROSS_FIT_FOLDS} "
              "folds of its questions. Share = routing gain / label value, shown only where the label's value is above 0 "
              f"in its interval and at least {MIN_LABEL_VALUE_PP} pp. Verdict: Romano-Wolf step-down over the rows of "
-             "each table that read no held-out outcome (above / below 0; blank: undecided; 'unverified': the audit "
-             "did not run). Intervals: 95 % percentile bootstrap over held-out questions (copies together); pooled: "
-             "folds weighted by their questions.", ""]
+             "each table that read no held-out outcome (above / below 0, else not distinguishable; 'unverified': the audit "
+             "did not run). Verdicts are family-wise over each table's rows: adding or removing routers can change "
+             "them. Intervals: 95 % percentile bootstrap over held-out questions (copies together); pooled: "
+             f"folds weighted by their questions. {ONE_SIDED_NOTE}", ""]
     folds = (["pooled"] if any(r["benchmark"] == "pooled" for r in result.rows) else []) + list(result.folds)
     for benchmark in folds:
         mine = [r for r in result.rows if r["benchmark"] == benchmark]
@@ -269,9 +305,10 @@ def unseen_markdown(result: UnseenResult) -> str:
             share = "—" if row["share_of_label"] is None else f"{row['share_of_label']:.2f}"
             share_ci = ("— (" + row["share_note"] + ")" if row["share_ci_low"] is None
                         else f"[{row['share_ci_low']:.2f}, {row['share_ci_high']:.2f}]")
-            lines.append(f"| {row['method']} | {_fmt(row['routing_gain_pp'])} | [{_fmt(row['routing_gain_pp_ci_low'])}, "
-                         f"{_fmt(row['routing_gain_pp_ci_high'])}] | {row['verdict']} | {_fmt(row['label_value_pp'])} | "
-                         f"[{_fmt(row['label_value_pp_ci_low'])}, {_fmt(row['label_value_pp_ci_high'])}] | {share} | {share_ci} |")
+            gain = _cells(row["routing_gain_pp"], row["routing_gain_pp_ci_low"], row["routing_gain_pp_ci_high"])
+            label = _cells(row["label_value_pp"], row["label_value_pp_ci_low"], row["label_value_pp_ci_high"])
+            lines.append(f"| {row['method']} | {gain[0]} | {gain[1]} | {_verdict(row['verdict'])} | "
+                         f"{label[0]} | {label[1]} | {share} | {share_ci} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -91,3 +91,56 @@ def unseen_model_gains(t: Tournament, agents: Sequence[str], held_out: Sequence[
         rows[i].update(routing_gain_pp=float(point[j]), routing_gain_pp_ci_low=float(low[j]),
                        routing_gain_pp_ci_high=float(high[j]), verdict=decision.decisions[j], chain=", ".join(chain.names))
     return rows
+
+
+TABLE_HEADER = ["| agent | calibration questions | routing gain (pp) | 95 % CI | verdict | new-model share | accuracy | mean J |",
+                "|---|---|---|---|---|---|---|---|"]
+
+
+def describing_agents() -> list[str]:
+    """The registered agents that can route to a model described by calibration answers only
+    (``describes_new_models = True``): the default agents of ``compare --unseen-models``."""
+    from routing_gym_agents.registry import AGENTS, list_agents
+
+    return [name for name in list_agents() if getattr(AGENTS[name][0], "describes_new_models", False)]
+
+
+def table_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The scored rows as a Markdown table (``TABLE_HEADER``); rows that could not run are left out."""
+    return TABLE_HEADER + [
+        f"| {r['agent']} | {r['n_calibration']} | {r['routing_gain_pp']:+.2f} | [{r['routing_gain_pp_ci_low']:+.2f}, "
+        f"{r['routing_gain_pp_ci_high']:+.2f}] | {r['verdict'] or 'not distinguishable'} | {r['new_model_share']:.2f} | "
+        f"{r['accuracy']:.3f} | {r['mean_energy_j']:.1f} |" for r in rows if r["status"] == "ok"]
+
+
+def answer(rows: Sequence[dict[str, Any]]) -> str:
+    """One line: at the largest calibration size, which agents route above or below the full pool's
+    fixed-model chain, and how much of the test they send to the new models."""
+    scored = [r for r in rows if r["status"] == "ok"]
+    if not scored:
+        return "**Answer:** no agent could route to the new models (none describes a new model)."
+    size = max(r["n_calibration"] for r in scored)
+    at = [r for r in scored if r["n_calibration"] == size]
+    named = {d: [r["agent"] for r in at if r["verdict"] == d] for d in (familywise.ABOVE, familywise.BELOW)}
+    return (f"**Answer:** with {size} calibration questions per new model, {len(named[familywise.ABOVE])} of {len(at)} "
+            f"agents route above the full pool's fixed-model chain ({', '.join(named[familywise.ABOVE]) or 'none'}), "
+            f"{len(named[familywise.BELOW])} below ({', '.join(named[familywise.BELOW]) or 'none'}); they send "
+            f"{min(r['new_model_share'] for r in at):.0%}-{max(r['new_model_share'] for r in at):.0%} of the test "
+            "questions to a new model (family-wise verdicts over every scored row, 95 %).")
+
+
+def markdown(rows: Sequence[dict[str, Any]], tournament: str, held_out: Sequence[str], seed: int) -> str:
+    """``compare --unseen-models``' unseen-models.md: the answer, the rule, the table."""
+    cannot = {r["agent"]: r["note"] for r in rows if r["status"] != "ok"}
+    chain = next((r["chain"] for r in rows if "chain" in r), "")
+    return "\n".join([
+        f"# Unseen models on {tournament}: {', '.join(held_out)} held out of training", "", answer(rows), "",
+        "Each agent is fitted once on the other models (seed "
+        f"{seed}), then routes the whole pool's test questions: with 0 calibration questions among the seen models "
+        "only, with n > 0 after learning each new model from its answers to n training questions (UniRoute's protocol). "
+        "Routing gain: accuracy minus the full pool's fixed-model chain chosen on train, at the row's mean joules (pp, "
+        "95 % percentile interval over test questions, copies together); verdicts: Romano-Wolf step-down over every "
+        "scored row (adding or removing agents can change them); new-model share: test questions routed to a held-out "
+        f"model. Fixed-model chain of the full pool: {chain}.", "",
+        *([f"Cannot use a description: {'; '.join(f'{a} ({n})' for a, n in cannot.items())}.", ""] if cannot else []),
+        *table_lines(rows), ""])

@@ -102,8 +102,10 @@ def markdown_report(result: HeadroomResult) -> str:
              f"{tour['n_test']} held-out queries ({tour['test_split']}), knobs chosen on {tour['n_train']} "
              f"({tour['train_split']}) with cross-fitted predictions; matched budget {p['budget_j']:,.1f} J "
              f"({p['settings']['budget_rule']}).", "",
+             *whole_status(p["whole_tournament"]),
              f"| Rung | Accuracy % [{conf} CI] | Mean J [{conf} CI] | Content gain pp [{conf} CI] | Yardstick slope pp/J | "
-             f"Step at {p['budget_j']:,.1f} J pp [{conf} CI] | Family-wise: gain / step | Routing gain pp [{conf} CI] |",
+             f"Step over previous rung at {p['budget_j']:,.1f} J pp [{conf} CI] | Family-wise: gain / step over previous rung | "
+             f"Routing gain pp [{conf} CI] |",
              "|---|---:|---:|---:|---:|---:|---|---:|"]
     steps = {s["to"]: s for s in p["steps"]}
     for name, r in p["rungs"].items():
@@ -116,8 +118,10 @@ def markdown_report(result: HeadroomResult) -> str:
                      f"{_ci(r['routing_gain_pp'], r['routing_gain_ci'], '+.1f')} |")
     lines += ["", "Content gain: accuracy minus the task-aware yardstick's (chosen on train) at the rung's mean joules on test; "
               "yardstick slope: how many pp the yardstick rises per joule there (a rung 1 J off the budget moves its gain by "
-              "about that much); step: the rung's accuracy minus the previous rung's, both read along their test curves at "
-              "the budget (paired; — where the budget lies below a rung's cheapest test point); family-wise: above or below 0 by the Romano-Wolf "
+              "about that much); step over previous rung: the rung's accuracy minus the rung above it in this table, both "
+              "read along their test curves at the budget (paired; — where the budget lies below a rung's cheapest test "
+              "point). Below, 'step over label' is a rung's accuracy minus the task-aware (label) rung's, read the same "
+              "way. Family-wise: above or below 0 by the Romano-Wolf "
               "step-down over every rung's gain and every step (eval/core/familywise.py), — where not distinguishable. Privileged rungs read held-out outcomes and are "
               "not deployable: the shared-difficulty ceiling knows each question's share of models right (P per model "
               "mapped from it per benchmark on train), the oracle knows every outcome.", ""]
@@ -131,6 +135,7 @@ def markdown_report(result: HeadroomResult) -> str:
         fit = p["routers"].get(name, {}).get("fit_s")
         lines.append(f"| {name} | {_auc(auc['within_benchmark_auc'])} | {_auc(auc['pairwise_auc'])} | "
                      f"{'—' if fit is None else f'{fit:.1f}'} |")
+    lines += ["", AUC_NOTE]
     lines += [*[f"- {n} failed: `{r['error']}`" for n, r in p["routers"].items() if r.get("error")], "",
               f"Per benchmark ({result.best_router or 'no router'}):", "",
               "| Benchmark | Within-benchmark AUC | Pairwise AUC | Decisive pairs |", "|---|---:|---:|---:|"]
@@ -177,13 +182,33 @@ def _common_lines(common: dict[str, Any] | None, result: HeadroomResult, conf: s
     return lines + [""]
 
 
+AUC_NOTE = ("— in an AUC cell: undefined, there is no (right, wrong) pair to order: on test every answer of the "
+            "benchmark is right or every one wrong (within-benchmark), or no two models disagree on any of its questions "
+            "(pairwise); a failed router has none either. — in Fit s: the scorer is not fitted (privileged difficulty).")
+
+
+def whole_status(whole: dict[str, Any] | None) -> list[str]:
+    """Lines that say plainly when the whole-tournament cross-fit of the best content router did
+    not run (its section and the table's head both carry them), and how to run it."""
+    if not whole or "skipped" not in whole:
+        return []
+    if "predicted_s" in whole:
+        enough = 10 * math.ceil(whole["predicted_s"] / 10 + 1)
+        how = (f"raise --whole-budget-s (e.g. --whole-budget-s {enough:g}) or name a cheaper router or features "
+               "(--routers, --agent-kwargs)")
+    else:
+        how = "give --whole-folds 5"
+    return [f"**The whole-tournament cross-fit was not run** for {whole['router']}: {whole['skipped']}. The content "
+            f"router's numbers here are from the held-out split only; to run it, {how}.", ""]
+
+
 def _whole_lines(whole: dict[str, Any] | None, split_rung: dict[str, Any] | None, n_test: int, conf: str) -> list[str]:
     """The content router's rung cross-fitted over the whole tournament, beside its held-out one."""
     if not whole:
         return []
     lines = ["## The content router over the whole tournament", ""]
     if "skipped" in whole:
-        return lines + [f"Not run for {whole['router']}: {whole['skipped']}.", ""]
+        return lines + [*whole_status(whole)]
     label = whole["task_aware_hull"]
     lines += [f"{whole['rule']}.", "",
               f"| Rung | Queries | Accuracy % | Mean J | Content gain pp [{conf} CI] | CI width pp |", "|---|---:|---:|---:|---:|---:|"]
@@ -197,7 +222,7 @@ def _whole_lines(whole: dict[str, Any] | None, split_rung: dict[str, Any] | None
         low, high = r["ci"]
         lines.append(f"| {title} | {whole['n_queries']} | {100 * r['accuracy']:.1f} | {r['mean_j']:,.1f} | "
                      f"{_ci(r['content_gain_pp'], r['ci'], '+.2f')} | {high - low:.2f} |")
-    return lines + ["", f"The router's step over the label rung (what reading the text adds, paired): "
+    return lines + ["", f"The router's step over label (what reading the text adds, paired): "
                         f"{_ci(whole['step_over_label_pp'], whole['step_ci'], '+.2f')} pp. Fitting took "
                         f"{whole['fit_s']:.1f} s (predicted {whole['predicted_s']:.0f} s).", ""]
 
@@ -209,9 +234,9 @@ def _forms_lines(forms: dict[str, Any] | None, conf: str) -> list[str]:
     low, high = forms["range_pp"]
     lines = ["## The difficulty ceiling over the map's forms", "",
              f"Form used above: **{forms['chosen']}** ({forms['rule']}). The ceiling under every form, at the same "
-             f"budget, as the step over the task-aware rung there (both read along their test curves): {low:+.1f} to "
+             f"budget, as the step over label there (both read along their test curves): {low:+.1f} to "
              f"{high:+.1f} pp.", "",
-             f"| Form | Cross-fitted log loss (train) | Step over the label at the budget pp [{conf} CI] | Content gain at own J pp "
+             f"| Form | Cross-fitted log loss (train) | Step over label at the budget pp [{conf} CI] | Content gain at own J pp "
              "| Mean J |", "|---|---:|---:|---:|---:|"]
     for form, f in forms["forms"].items():
         mark = " (chosen)" if form == forms["chosen"] else ""
@@ -228,7 +253,7 @@ def _leak_free_lines(leak_free: dict[str, Any] | None, conf: str) -> list[str]:
     lines = ["## The difficulty ceiling without the candidates' outcomes", "",
              f"The shared-difficulty rung above reads each question's share of models right *including the routed "
              f"models' own outcomes*, so it partly knows who was right: an upper bound. Leak-free: {leak_free['rule']}.", "",
-             f"| Difficulty read from | Step over the label rung at the budget, pp [{conf} CI] (mean over halvings) | "
+             f"| Difficulty read from | Step over label at the budget, pp [{conf} CI] (mean over halvings) | "
              "Pairwise AUC |", "|---|---:|---:|",
              f"| the other half of the pool (leak-free) | {_ci(free['step_over_label_pp'], free['ci'], '+.1f')} | "
              f"{_auc(free['pairwise_auc'])} |",

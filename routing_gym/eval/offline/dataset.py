@@ -22,7 +22,9 @@ matrices, so the OPE study runs on it unchanged. Minari is imported inside the f
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +32,7 @@ import numpy as np
 
 from routing_gym.envs import DEFAULT_COEFFICIENTS, REPLAY_ID, ObservationBatch, Reward
 from routing_gym.envs.routing_env import RoutingEnv
-from routing_gym.errors import RoutingGymError
+from routing_gym.errors import RoutingGymError, UsageError
 from routing_gym.eval.offline.ope import LoggedData, as_probabilities, epsilon_greedy_logging, simulate_log, uniform_logging
 from routing_gym.tournament import Tournament
 
@@ -72,13 +74,10 @@ def export_minari(tournament: Any, dataset_id: str, policy: str = "uniform", spl
     """Write ``dataset_id`` (under ``MINARI_DATASETS_PATH``) and return the ``MinariDataset``."""
     import minari
     from minari.data_collector import EpisodeBuffer
-    from minari.storage import get_dataset_path
 
     from routing_gym.sources import resolve_tournament
 
-    if get_dataset_path(dataset_id).exists():  # before any work: Minari refuses to overwrite a dataset
-        raise RoutingGymError(f"Minari dataset {dataset_id!r} already exists ({get_dataset_path(dataset_id)}); "
-                              "pick another id or delete it (minari.delete_dataset)")
+    check_minari_id(dataset_id)  # before any work
 
     reward = reward or Reward("gated_rank", dict(DEFAULT_COEFFICIENTS))  # compare's default
     t = resolve_tournament(tournament)
@@ -111,8 +110,8 @@ def export_minari(tournament: Any, dataset_id: str, policy: str = "uniform", spl
         ))
     name = tournament if isinstance(tournament, str) else None
     recover = gym_env(name, split, reward, observation) if name is not None else None
-    with warnings.catch_warnings():  # Minari warns for each optional metadata field left empty (e-mail, permalink)
-        warnings.simplefilter("ignore", UserWarning)
+    with _removed_on_failure(dataset_id), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # Minari warns for each optional metadata field left empty
         dataset = minari.create_dataset_from_buffers(
             dataset_id, buffers, env=recover, action_space=env.action_space, observation_space=env.observation_space,
             algorithm_name=f"{policy} logging" + ("" if policy == "uniform" else f" (epsilon {epsilon:g})"),
@@ -120,12 +119,53 @@ def export_minari(tournament: Any, dataset_id: str, policy: str = "uniform", spl
             description=(f"{t.card.name} ({t.card.provenance}), split {split}: {len(rows)} one-step episodes; "
                          f"actions from {policy} logging, rewards {reward.describe()}; every model's outcome in infos"),
         )
-    dataset.storage.update_metadata({METADATA_KEY: {
-        "tournament": t.card.name, "tournament_spec": name, "fingerprint": t.fingerprint, "split": split,
-        "reward": reward.name, "coefficients": dict(reward.coefficients), "policy": policy, "epsilon": epsilon,
-        "seed": seed, "observation": observation, "model_ids": list(t.model_ids),
-    }})
+        dataset.storage.update_metadata({METADATA_KEY: {
+            "tournament": t.card.name, "tournament_spec": name, "fingerprint": t.fingerprint, "split": split,
+            "reward": reward.name, "coefficients": dict(reward.coefficients), "policy": policy, "epsilon": epsilon,
+            "seed": seed, "observation": observation, "model_ids": list(t.model_ids),
+        }})
     return dataset
+
+
+def check_minari_id(dataset_id: str) -> None:
+    """A dataset id Minari accepts (``(namespace/)name-vN``, Minari's own parser) and that names
+    no existing dataset; otherwise a usage error, before anything is written."""
+    from minari.dataset.minari_dataset import parse_dataset_id
+    from minari.storage import get_dataset_path
+
+    try:
+        version = parse_dataset_id(dataset_id)[2]
+    except (ValueError, TypeError):  # Minari 0.5 raises TypeError when "-vN" is missing
+        version = None
+    if version is None:
+        raise UsageError(f"Minari dataset id {dataset_id!r}: expected (namespace/)name-vN, e.g. "
+                         f"routing-gym/{_id_stem(dataset_id)}-v0 (letters, digits, - and _; the version is required)")
+    if get_dataset_path(dataset_id).exists():  # Minari refuses to overwrite a dataset
+        raise UsageError(f"Minari dataset {dataset_id!r} already exists ({get_dataset_path(dataset_id)}); "
+                         "pick another id or delete it (minari.delete_dataset)")
+
+
+def _id_stem(dataset_id: str) -> str:
+    stem = "".join(c if c.isalnum() or c in "-_" else "-" for c in dataset_id.rsplit("/", 1)[-1]).strip("-_")
+    return stem or "my-dataset"
+
+
+@contextlib.contextmanager
+def _removed_on_failure(dataset_id: str) -> Iterator[None]:
+    """Delete what a failed ``create_dataset_from_buffers`` left (the dataset folder and a namespace
+    folder it created), so that a retry with the same id does not find it "already exists"."""
+    import shutil
+
+    from minari.storage import get_dataset_path
+
+    root = get_dataset_path()
+    created = [p for p in reversed(get_dataset_path(dataset_id).relative_to(root).parents) if str(p) != "."]
+    fresh = [root / p for p in created if not (root / p).exists()] + [get_dataset_path(dataset_id)]
+    try:
+        yield
+    except BaseException:
+        shutil.rmtree(fresh[0], ignore_errors=True)  # the outermost folder created holds everything below it
+        raise
 
 
 def gym_env(tournament: str, split: str, reward: Reward, observation: str) -> Any:
