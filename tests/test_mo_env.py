@@ -179,8 +179,10 @@ def test_indicators_are_pymoo_and_agree_with_the_repository_hypervolume():
 
 @pytest.mark.parametrize("shape", sorted(mo_fronts.SHIPPED_WEIGHTS))
 def test_shipped_weights_are_pymoos_own(shape):
-    """The shipped equally spaced weights are bit-identical to pymoo's (computing them costs ~0.8 GB)."""
-    assert np.array_equal(mo_fronts.equally_spaced_weights(*shape), mo_fronts.pymoo_equally_spaced_weights(*shape))
+    """The shipped equally spaced weights are pymoo's own (computing them costs ~0.8 GB), up to the last bits
+    of its Riesz-energy optimisation, which move with the BLAS kernel (3.8e-12 seen on this machine)."""
+    np.testing.assert_allclose(mo_fronts.equally_spaced_weights(*shape), mo_fronts.pymoo_equally_spaced_weights(*shape),
+                               rtol=0, atol=1e-9)
 
 
 def test_objective_values_units():
@@ -195,26 +197,21 @@ def test_objective_values_units():
 @pytest.mark.parametrize("seed", [0, 3])
 def test_env_hulls_are_the_reports_train_chosen_chains(seed):
     """fixed_model_hull() / task_aware_hull() are compare's yardsticks (chosen on train, valued
-    on the env's split) less the report's null policy: same policies, same points, same hypervolume,
-    once the report's running maximum of joules along the chain is applied (a policy whose test
-    joules fall below its predecessor's is a real policy here, passed at once in the report)."""
+    on the env's split) less the report's null policy: the report reads the chain on test as the
+    best mix of its policies (their upper concave hull there), so its vertices are the env's
+    policies, less any that is no vertex on this split."""
     from routing_gym.envs import MORoutingEnv
     from routing_gym.eval.compare import CompareConfig, run_compare
+    from routing_gym.fronts.hull import fixed_model_hull
     from routing_gym.sources.synthetic import generate, preset_config
 
     t = generate(preset_config("paper-pool", n_queries=400, seed=seed))
     result = run_compare(CompareConfig(tournament=t, agents=["random"], seeds=1, n_bootstrap=50, audit=False,
                                        progress=False))
     env = MORoutingEnv(tournament=t, split="test", objectives=("correct", "energy"))
-    j_ref = result.pareto["reference"]["energy_j"]
-    indicators = result.pareto["mo_indicators"]["fronts"]
-    for mine, report, name in ((env.fixed_model_hull(), result.pareto["hull"], "fixed-model hull"),
-                               (env.task_aware_hull(), result.pareto["task_hull"], "task-aware hull")):
+    for mine, report in ((env.fixed_model_hull(), result.pareto["hull"]), (env.task_aware_hull(), result.pareto["task_hull"])):
         names = report.get("models", report.get("vertices"))
         assert names[0] == "answer nothing" and report["energy_j"][0] == 0 == report["accuracy"][0]
-        assert len(mine) == len(names) - 1
-        np.testing.assert_allclose(mine[:, 0], report["accuracy"][1:], rtol=1e-12)
-        joules = np.maximum.accumulate(-mine[:, 1])
-        np.testing.assert_allclose(joules, report["energy_j"][1:], rtol=1e-12)
-        scaled = np.stack([mine[:, 0], -joules / j_ref], axis=1)
-        assert mo_fronts.hypervolume(scaled, [0.0, -1.0]) == pytest.approx(indicators[name]["hypervolume"], rel=1e-12)
+        hull = fixed_model_hull(np.concatenate([[0.0], -mine[:, 1]]), np.concatenate([[0.0], mine[:, 0]]))
+        np.testing.assert_allclose(hull.energy_j, report["energy_j"], rtol=1e-12)
+        np.testing.assert_allclose(hull.accuracy, report["accuracy"], rtol=1e-12)

@@ -95,7 +95,7 @@ class MultiObjective:
         """``[V, d]``: the fixed-model yardstick of ``compare``'s report as reward vectors of this
         split: its chain of fixed models chosen on the training split (``mo_fronts.fixed_model_front``
         states the two differences: the report's chain starts at the null policy, 0 J and 0 %, no
-        action here, and reads joules through a running maximum)."""
+        action here, and is read on the split as the best mix of its policies, their upper hull)."""
         from routing_gym.fronts import mo_fronts
 
         return mo_fronts.fixed_model_front(self.objective_matrix, self.tournament)

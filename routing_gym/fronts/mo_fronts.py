@@ -118,9 +118,10 @@ def fixed_model_front(values: np.ndarray, tournament: Tournament, train_split: s
     (``hull.train_chain``, ``eval.core.yardstick``), so the same fixed models in the same order.
     Two differences from the report's chain, both by design: it starts at the null policy (answer
     nothing: 0 J, 0 %), no action of the env, so it has that one point more (adding nothing to a
-    hypervolume whose reference accuracy is 0); and it reads joules through a running maximum
-    along the chain, where these are each policy's own vector (a policy cheaper on this split than
-    its predecessor keeps its lower joules here). ``tests/test_mo_env.py`` checks the rest is equal."""
+    hypervolume whose reference accuracy is 0); and the report reads the chain on a test split as the
+    best mix of its policies (their upper concave hull there, which can leave out a policy that is no
+    vertex on that split), where these are every policy's own vector. ``tests/test_mo_env.py`` checks
+    that the report's chain is the hull of these points and the null policy."""
     v = _check_values(values)
     train = tournament.split_rows(train_split)
     index = fixed_hull.train_chain(tournament.energy_j[train].mean(axis=0), tournament.correct[train].mean(axis=0))
@@ -131,7 +132,7 @@ def task_aware_front(values: np.ndarray, core: Any, tournament: Tournament, trai
     """``[V, d]``: the policies of the task-aware yardstick (the fixed models and the per-benchmark
     routes, both chosen on ``train_split``: ``hull.task_routing``, then ``hull.train_chain``) as
     objective vectors of ``core``'s split; it differs from the report's chain as
-    ``fixed_model_front`` says (the null policy, the running maximum of joules)."""
+    ``fixed_model_front`` says (the null policy, the hull read on test)."""
     v = _check_values(values)
     t = tournament
     train = t.split_rows(train_split)

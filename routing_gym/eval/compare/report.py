@@ -183,10 +183,10 @@ def notes_lines(result: CompareResult, s: dict[str, Any], reward: str) -> list[s
         f"- Reward: mean {reward} per held-out query, the same coefficients for every row. Intervals: {s['intervals']}.",
         "- Agent rows: means over seeds (spread in summary.csv, `*_seed_sd`); 'always <model>' rows: the fixed models, "
         "computed from the table.",
-        "- Routing gain and joules saved: against the fixed-model yardstick, a chain chosen on train and read on test as the "
-        "best mix of its policies (a fixed model that is a vertex of it in every resample is 'on the yardstick'); content "
-        f"gain: against the task-aware yardstick; {_OUTSIDE_MARKS}.",
-        f"- {s['shape']}.",
+        "- Routing gain and joules saved: against the fixed-model yardstick, a chain chosen on train, read on test as the "
+        "best mix of its policies ('on the yardstick': a vertex of it in every resample); content gain: against the "
+        f"task-aware yardstick; {_OUTSIDE_MARKS}.",
+        "- '(atom)' / '(two modes)': the gain's resamples have an atom or two modes; its percentile interval is a rough summary.",
         f"- {family_note(result.rows)}",
         *label_router,
         f"- Invalid: invalid actions per evaluation pass ({s['invalid_actions']}). Top-1 share: share of queries sent to "
