@@ -28,8 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from routing_gym.fronts.hull import (TaskRouting, _interpolate, _points, fixed_model_hull, hull_accuracy_at, task_aware_points,
-                                   task_routing)
+from routing_gym.fronts.hull import TaskRouting, _interpolate, _points, fixed_model_hull, task_aware_points, task_routing
 
 WITHIN = "within"
 DEARER_THAN_CHAIN = "beyond the dearest policy of the chain: compared with it (flat)"
@@ -114,17 +113,24 @@ class Yardstick:
 
     def mean_gain_over_range(self, energy_j: np.ndarray, accuracy: np.ndarray, curve_energy_j: np.ndarray,
                              curve_accuracy: np.ndarray, n_grid: int = 256) -> np.ndarray:
-        """Area between a curve of operating points (read as its own hull: its points can be mixed
-        too) and the yardstick over the curve's joule range up to the costliest candidate, divided
-        by its width: the mean gain along the curve (fraction). Candidates ``[..., C]``, curve
-        ``[..., Q]``; ``[...]``, NaN where the range is empty (a single point, or a curve beyond
-        every candidate). A trapezoid rule on ``n_grid`` evenly spaced joule values."""
-        cx, cy = _points(curve_energy_j, curve_accuracy)
-        low = cx.min(axis=-1)
-        high = np.minimum(cx.max(axis=-1), np.asarray(energy_j, dtype=np.float64).max(axis=-1))
-        grid = low[..., None] + (high - low)[..., None] * np.linspace(0.0, 1.0, n_grid)
+        """Area between a method's curve and the yardstick over the curve's joule range up to the
+        costliest candidate, divided by its width: the mean gain along the curve (fraction).
+
+        The curve's ``[..., Q]`` points come in their own chain order, chosen without test data
+        (``frontier``: the knob values chosen on validation, cheapest knob first), and are read by
+        this yardstick's own rule (``curve_chain``): the mix of consecutive points at each joule
+        value, never enveloped on test points, so no test (or resampled) point is chosen because it
+        was lucky. Candidates ``[..., C]``; ``[...]``, NaN where the range is empty (a single point,
+        or a curve beyond every candidate). A trapezoid rule on ``n_grid`` evenly spaced joule values."""
+        curve = curve_chain(np.shape(curve_energy_j)[-1])
+        curve_j, _ = curve.chain(curve_energy_j, curve_accuracy)
+        low = curve_j[..., 1]  # the curve's first point (index 0 is the null point, never read here)
+        high = np.minimum(curve_j[..., -1], np.asarray(energy_j, dtype=np.float64).max(axis=-1))
+        grid = low[..., None] + np.maximum(high - low, 0.0)[..., None] * np.linspace(0.0, 1.0, n_grid)
         stick = self.accuracy_at(np.asarray(energy_j, float)[..., None, :], np.asarray(accuracy, float)[..., None, :], grid)
-        gap = hull_accuracy_at(cx[..., None, :], cy[..., None, :], grid) - stick
+        method = curve.accuracy_at(np.asarray(curve_energy_j, float)[..., None, :],
+                                   np.asarray(curve_accuracy, float)[..., None, :], grid)
+        gap = method - stick
         area = ((gap[..., 1:] + gap[..., :-1]) / 2).mean(axis=-1)
         return np.where(high > low, area, np.nan)
 
@@ -158,6 +164,14 @@ class Yardsticks:
         log_ratio = self.fixed.log_joules_ratio(joules, acc, mj, ma)
         return {"routing_gain_pp": 100 * self.fixed.gain(joules, acc, mj, ma), "log_joules_ratio": log_ratio,
                 "joules_saved_pct": 100 * -np.expm1(-log_ratio), "content_gain_pp": 100 * self.task.gain(joules, acc, mj, ma)}
+
+
+def curve_chain(n_points: int) -> Yardstick:
+    """A method's ``n_points`` operating points as a chain in the order given (chosen without test
+    data), read by the yardstick's rule: ``Yardstick.accuracy_at`` on the points mixes consecutive
+    ones at each joule value and never re-envelopes them."""
+    return Yardstick(index=np.arange(n_points, dtype=np.int64), names=[f"point {i}" for i in range(n_points)],
+                     train_energy_j=np.full(n_points, np.nan), train_accuracy=np.full(n_points, np.nan))
 
 
 def train_yardsticks(correct: np.ndarray, energy_j: np.ndarray, codes: np.ndarray, n_benchmarks: int,

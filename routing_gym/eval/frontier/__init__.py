@@ -13,10 +13,16 @@ accuracy for joules. ``run_frontier``:
    candidates (identical points once): the curve's operating points;
 4. reports those points on test: each point's routing gain, the **mean gain of the curve over
    the fixed-model yardstick** (``eval/core/yardstick.py``: a chain of policies chosen on train,
-   evaluated on test) over the curve's joule range (the area between the curve, read as its own
-   hull, and the yardstick divided by the range's width: an AIQ-style number,
-   ``Yardstick.mean_gain_over_range``; verdict lines family-wise, ``eval/core/familywise.py``), and for every fixed model whether some operating point
-   strictly dominates it (``stats.dominance_from_resamples``);
+   evaluated on test) over the curve's joule range (the area between the curve, read as a
+   chain, and the yardstick divided by the range's width: an AIQ-style number,
+   ``Yardstick.mean_gain_over_range``; verdict lines family-wise, ``eval/core/familywise.py``), and for
+   every fixed model whether some operating point strictly dominates it
+   (``stats.dominance_from_resamples``). The curve is a chain fixed before test is read: the chosen
+   points in knob order (cheapest knob value first), read by the yardstick's own rule (the mix of
+   consecutive points at each joule value), never enveloped on test points and never re-chosen in a
+   resample (an envelope of test points keeps the lucky ones: on null tournaments it gave the curve
+   made of the yardstick's own policies a positive gain whose interval excluded 0 every time,
+   ``experiments/results/frontier-null``);
 5. the same against the **task-aware yardstick** (``hull.task_routing``: per benchmark the model
    maximising accuracy - lambda x J on the whole training split, for every lambda, with the
    fixed models and their mixes): each point's content gain, the curve's **mean content gain**,
@@ -56,7 +62,7 @@ from routing_gym.eval.core import familywise
 from routing_gym.eval.core.pareto import pareto_front
 from routing_gym.eval.core.robustness import energy_under_laws, verdict_robustness
 from routing_gym.eval.core.stats import BootstrapPlan, dominance_from_resamples, percentile_interval
-from routing_gym.eval.core.yardstick import DEARER_THAN_CHAIN, WITHIN, YARDSTICK_RULE, Yardstick, train_yardsticks
+from routing_gym.eval.core.yardstick import DEARER_THAN_CHAIN, WITHIN, YARDSTICK_RULE, Yardstick, curve_chain, train_yardsticks
 from routing_gym.eval.execution import audit_process
 from routing_gym.eval.execution.audit_process import close_audit_process
 from routing_gym.fronts import hull as fixed_hull
@@ -210,7 +216,10 @@ class AgentCurve:
 
     @property
     def selected(self) -> list[OperatingPoint]:
-        return sorted((p for p in self.points if p.selected), key=lambda p: (p.test_energy_j, p.test_accuracy))
+        """The chosen points as the curve's chain: in knob order, the cheapest knob value first (no
+        test value decides the order; ``Yardstick.mean_gain_over_range`` mixes consecutive ones)."""
+        cheapest_first = -1.0 if self.knob is not None and self.knob.cheaper_when == "higher" else 1.0
+        return sorted((p for p in self.points if p.selected), key=lambda p: cheapest_first * p.value)
 
     @property
     def withheld(self) -> bool:
@@ -266,8 +275,10 @@ class FrontierResult:
                          f"resampled together ({c.n_bootstrap} resamples, seed {c.bootstrap_seed}); the yardsticks' "
                          "policies fixed on train, their test values, the curve and its points resampled; verdict lines "
                          "family-wise (Romano-Wolf step-down over the deployable verified curves' two mean gains)",
-            "mean_gain": "area between the curve (read as its own hull) and the fixed-model yardstick over the curve's "
-                         "joule range up to the costliest candidate policy, divided by the range's width (pp); area_pp_j "
+            "mean_gain": "area between the curve and the fixed-model yardstick over the curve's joule range up to the "
+                         "costliest candidate policy, divided by the range's width (pp); the curve is a chain fixed on "
+                         "validation (its chosen points in knob order, cheapest first) read by the yardstick's rule (the "
+                         "mix of consecutive points at each joule value), never enveloped on test or in a resample; area_pp_j "
                          "= mean gain x width (derived); mean content gain: the same against the task-aware yardstick",
             "dominance": f"strict paired test per (operating point, fixed model or per-benchmark route) at "
                          f"{c.confidence:.0%}; a fixed model or route counts as dominated when some point dominates it "
@@ -528,7 +539,8 @@ def _mean_gain(tag: str, stick: Yardstick, candidates: tuple[np.ndarray, np.ndar
     curve_j = np.array([p.test_energy_j for p in curve])
     curve_acc = np.array([p.test_accuracy for p in curve])
     mean_gain = float(stick.mean_gain_over_range(*candidates, curve_j, curve_acc))
-    low_j, high_j = curve_j.min(), min(curve_j.max(), float(candidates[0].max()))
+    chain_j = curve_chain(len(curve)).chain(curve_j, curve_acc)[0]  # the range the chain is read over
+    low_j, high_j = float(chain_j[1]), min(float(chain_j[-1]), float(candidates[0].max()))
     out: dict[str, Any] = {f"{tag}joule_range": [float(low_j), float(high_j)], f"mean_{tag}gain_pp": 100 * mean_gain,
                            f"{tag}area_pp_j": 100 * mean_gain * (high_j - low_j)}
     if not math.isfinite(mean_gain):
