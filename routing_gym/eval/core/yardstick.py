@@ -23,7 +23,7 @@ yardsticks (and from the test-enveloped hulls) on procedural tournaments whose t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -152,6 +152,7 @@ class Yardsticks:
     fixed: Yardstick
     task: Yardstick
     n_models: int
+    unseen: dict[str, Any] = field(default_factory=lambda: {"codes": [], "share": 0.0})  # unseen_test_share
 
     def gains(self, fixed_energy_j: np.ndarray, fixed_accuracy: np.ndarray, route_energy_j: np.ndarray,
               route_accuracy: np.ndarray, method_energy_j: np.ndarray, method_accuracy: np.ndarray) -> dict[str, np.ndarray]:
@@ -175,14 +176,39 @@ def curve_chain(n_points: int) -> Yardstick:
 
 
 def train_yardsticks(correct: np.ndarray, energy_j: np.ndarray, codes: np.ndarray, n_benchmarks: int,
-                     model_ids: list[str]) -> Yardsticks:
+                     model_ids: list[str], test_codes: np.ndarray | None = None) -> Yardsticks:
     """Both yardsticks from training outcomes (``[n, K]``) and benchmark codes (``[n]``): the
-    per-benchmark routes (``task_routing``), then each chain chosen on the same training rows."""
+    per-benchmark routes (``task_routing``), then each chain chosen on the same training rows.
+
+    ``test_codes`` (the test queries' benchmark codes; no outcome is read) matter only where some
+    test benchmark has no training rows: there the label carries nothing, and every route sends
+    those queries where the fixed-model choice at the same price (its lambda, on all training
+    rows) would (``hull.benchmark_means``). The task-aware chain is then chosen on the training
+    points those routes would have on the test mix: each route's training point is its value on
+    the seen benchmarks' rows and its unseen choice's value on all rows, weighted by the unseen
+    share of the test queries. With only unseen benchmarks in test every route is a copy of a fixed
+    model, so the task-aware chain is the fixed-model chain and content gain equals routing gain."""
     routes = task_routing(correct, energy_j, codes, n_benchmarks)
     fixed_j, fixed_acc = np.asarray(energy_j, float).mean(axis=0), np.asarray(correct, float).mean(axis=0)
     route_j, route_acc = routes.per_query(energy_j, codes).mean(axis=0), routes.per_query(correct, codes).mean(axis=0)
+    unseen = unseen_test_share(codes, n_benchmarks, test_codes)
+    if unseen["share"] > 0:
+        choice = routes.choices[:, unseen["codes"][0]]  # one label-blind choice per route, whichever unseen benchmark
+        w = unseen["share"]
+        route_j, route_acc = (1 - w) * route_j + w * fixed_j[choice], (1 - w) * route_acc + w * fixed_acc[choice]
     # The fixed-model chain indexes the first K of the [K + P] layout: routes are never its candidates.
     fixed = Yardstick.chosen_on_train(fixed_j, fixed_acc, list(model_ids))
     task = Yardstick.chosen_on_train(*task_aware_points(fixed_j, fixed_acc, route_j, route_acc),
                                      list(model_ids) + routes.labels())
-    return Yardsticks(routes=routes, fixed=fixed, task=task, n_models=len(model_ids))
+    return Yardsticks(routes=routes, fixed=fixed, task=task, n_models=len(model_ids), unseen=unseen)
+
+
+def unseen_test_share(codes: np.ndarray, n_benchmarks: int, test_codes: np.ndarray | None) -> dict[str, Any]:
+    """The test benchmarks with no training rows (``codes``: the training rows' benchmark codes):
+    their codes and the share of test queries they hold (0 without ``test_codes``)."""
+    if test_codes is None or len(test_codes) == 0:
+        return {"codes": [], "share": 0.0}
+    test_codes = np.asarray(test_codes, dtype=np.int64)
+    trained = np.bincount(np.asarray(codes, dtype=np.int64), minlength=n_benchmarks) > 0
+    missing = sorted({int(c) for c in test_codes if not trained[c]})
+    return {"codes": missing, "share": float(np.isin(test_codes, missing).mean())}

@@ -233,6 +233,14 @@ class AgentCurve:
         """Declared deployable and verified by the audit: a member of the family-wise family."""
         return self.deployable_label == "yes"
 
+    @property
+    def reads_question(self) -> bool:
+        """``Agent.reads_question`` of the agent: False for a label-only or fixed policy, whose mean
+        content gain is at most 0 by construction (never a hypothesis, never beyond the label)."""
+        from routing_gym.eval.execution.audit import reads_question
+
+        return reads_question(self.agent)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "agent": self.agent, "knob": None if self.knob is None else asdict(self.knob), "fit_s": self.fit_s,
@@ -462,7 +470,7 @@ def _analyse(config: FrontierConfig, t: Tournament, test_rows: np.ndarray,
     fixed = pd.DataFrame({"model": t.model_ids, "accuracy": fixed_acc, "mean_energy_j": fixed_j})
     train_rows = np.sort(np.concatenate([t.split_rows(f"{config.train_split}:{part}") for part in ("fit", "validation")]))
     sticks = train_yardsticks(t.correct[train_rows], t.energy_j[train_rows], t.benchmark_codes[train_rows],
-                              len(t.benchmarks), list(t.model_ids))
+                              len(t.benchmarks), list(t.model_ids), t.benchmark_codes[test_rows])
     routes = sticks.routes
     codes, n_routes = t.benchmark_codes[test_rows], len(routes)
     route_correct, route_energy = routes.per_query(correct, codes), routes.per_query(energy, codes)
@@ -502,8 +510,8 @@ def _analyse(config: FrontierConfig, t: Tournament, test_rows: np.ndarray,
         for tag, stick in yardsticks.items():
             summary, boot_mean = _mean_gain(tag, stick, candidates, boot_candidates, points, boot_points, config.confidence)
             curve.summary.update(summary)
-            if boot_mean is not None and curve.deployable:
-                family[(c_index, tag)] = boot_mean
+            if boot_mean is not None and curve.deployable and (not tag or curve.reads_question):
+                family[(c_index, tag)] = boot_mean  # a curve that cannot read the question: no content hypothesis
         boot_fixed = np.stack([boot_acc, boot_j], axis=-1)
         curve.dominance = _dominated(config, "model", t.model_ids, np.column_stack([fixed_acc, fixed_j]), boot_fixed,
                                      points, boot_points, scale)
