@@ -87,11 +87,12 @@ def main(argv: list[str] | None = None) -> int:
              "Content-gain verdict lines (after):", "", *_content_lines(table), ""]
     if args.before:
         (out / "before").mkdir(exist_ok=True)
-        for name in ("table.md", "results.json"):
-            shutil.copy(Path(args.before) / name, out / "before" / name)
+        if Path(args.before).resolve() != (out / "before").resolve():  # a rerun reads the folder's own copy
+            for name in ("table.md", "results.json"):
+                shutil.copy(Path(args.before) / name, out / "before" / name)
         before = json.loads((Path(args.before) / "results.json").read_text())
-        about += ["Before (`before/`: the same compare on the commit before issue 58's item 4, its cells the ones this run "
-                  "resumed from):", "", *_content_lines((Path(args.before) / "table.md").read_text()), "",
+        about += ["Before (`before/`: the same compare run on commit 14a68bd, before issue 58's item 4, with that "
+                  "commit's code; its cells are the ones this run resumed from, the agents' routing code being unchanged):", "", *_content_lines((Path(args.before) / "table.md").read_text()), "",
                   "Every row, before → after (agent verdicts from the content section's rule, `compare.report.row_verdict`):",
                   "", before_after(before, after), ""]
     about.append(f"Run time of this script: {time.perf_counter() - tic:.0f} s wall, {time.process_time() - cpu:.0f} s CPU "
