@@ -117,20 +117,17 @@ class Yardstick:
         costliest candidate, divided by its width: the mean gain along the curve (fraction).
 
         The curve's ``[..., Q]`` points come in their own chain order, chosen without test data
-        (``frontier``: the knob values chosen on validation, cheapest knob first), and are read by
-        this yardstick's own rule (``curve_chain``): the mix of consecutive points at each joule
-        value, never enveloped on test points, so no test (or resampled) point is chosen because it
-        was lucky. Candidates ``[..., C]``; ``[...]``, NaN where the range is empty (a single point,
-        or a curve beyond every candidate). A trapezoid rule on ``n_grid`` evenly spaced joule values."""
-        curve = curve_chain(np.shape(curve_energy_j)[-1])
-        curve_j, _ = curve.chain(curve_energy_j, curve_accuracy)
-        low = curve_j[..., 1]  # the curve's first point (index 0 is the null point, never read here)
-        high = np.minimum(curve_j[..., -1], np.asarray(energy_j, dtype=np.float64).max(axis=-1))
+        (``frontier``: the knob values chosen on validation, cheapest knob first), and are read as a
+        chain (``chain_accuracy_at``: the mix of consecutive points at each joule value), never
+        enveloped on test points, so no test (or resampled) point is chosen because it was lucky.
+        Candidates ``[..., C]``; ``[...]``, NaN where the range is empty (a single point, or a curve
+        beyond every candidate). A trapezoid rule on ``n_grid`` evenly spaced joule values."""
+        curve_j, curve_acc = _points(curve_energy_j, curve_accuracy)
+        low = curve_j[..., 0]  # the chain's first point; its last is the dearest (running maximum)
+        high = np.minimum(curve_j.max(axis=-1), np.asarray(energy_j, dtype=np.float64).max(axis=-1))
         grid = low[..., None] + np.maximum(high - low, 0.0)[..., None] * np.linspace(0.0, 1.0, n_grid)
         stick = self.accuracy_at(np.asarray(energy_j, float)[..., None, :], np.asarray(accuracy, float)[..., None, :], grid)
-        method = curve.accuracy_at(np.asarray(curve_energy_j, float)[..., None, :],
-                                   np.asarray(curve_accuracy, float)[..., None, :], grid)
-        gap = method - stick
+        gap = chain_accuracy_at(curve_j[..., None, :], curve_acc[..., None, :], grid) - stick
         area = ((gap[..., 1:] + gap[..., :-1]) / 2).mean(axis=-1)
         return np.where(high > low, area, np.nan)
 
@@ -167,12 +164,17 @@ class Yardsticks:
                 "joules_saved_pct": 100 * -np.expm1(-log_ratio), "content_gain_pp": 100 * self.task.gain(joules, acc, mj, ma)}
 
 
-def curve_chain(n_points: int) -> Yardstick:
-    """A method's ``n_points`` operating points as a chain in the order given (chosen without test
-    data), read by the yardstick's rule: ``Yardstick.accuracy_at`` on the points mixes consecutive
-    ones at each joule value and never re-envelopes them."""
-    return Yardstick(index=np.arange(n_points, dtype=np.int64), names=[f"point {i}" for i in range(n_points)],
-                     train_energy_j=np.full(n_points, np.nan), train_accuracy=np.full(n_points, np.nan))
+def chain_accuracy_at(energy_j: np.ndarray, accuracy: np.ndarray, joules: np.ndarray) -> np.ndarray:
+    """Accuracy at mean ``joules`` (``[...]``) of a chain of ``[..., Q]`` points in the order given
+    (chosen without test data): the mix of the two consecutive points around it, the first point's
+    accuracy below it and the last's beyond. Joules are read through a running maximum, so a point
+    cheaper on test than its predecessor is passed at once; no test value reorders or drops a point
+    (never an envelope of test points: a method's curve in ``frontier``)."""
+    joules_chain, acc = _points(energy_j, accuracy)
+    joules_chain = np.maximum.accumulate(joules_chain, axis=-1)
+    x = np.asarray(joules, dtype=np.float64)
+    n = np.full(np.broadcast_shapes(joules_chain.shape[:-1], x.shape), joules_chain.shape[-1])
+    return _interpolate(joules_chain, acc, n, x, (joules_chain <= x[..., None]).sum(axis=-1))
 
 
 def train_yardsticks(correct: np.ndarray, energy_j: np.ndarray, codes: np.ndarray, n_benchmarks: int,

@@ -62,7 +62,7 @@ from routing_gym.eval.core import familywise
 from routing_gym.eval.core.pareto import pareto_front
 from routing_gym.eval.core.robustness import energy_under_laws, verdict_robustness
 from routing_gym.eval.core.stats import BootstrapPlan, dominance_from_resamples, percentile_interval
-from routing_gym.eval.core.yardstick import DEARER_THAN_CHAIN, WITHIN, YARDSTICK_RULE, Yardstick, curve_chain, train_yardsticks
+from routing_gym.eval.core.yardstick import DEARER_THAN_CHAIN, WITHIN, YARDSTICK_RULE, Yardstick, train_yardsticks
 from routing_gym.eval.execution import audit_process
 from routing_gym.eval.execution.audit_process import close_audit_process
 from routing_gym.fronts import hull as fixed_hull
@@ -547,8 +547,8 @@ def _mean_gain(tag: str, stick: Yardstick, candidates: tuple[np.ndarray, np.ndar
     curve_j = np.array([p.test_energy_j for p in curve])
     curve_acc = np.array([p.test_accuracy for p in curve])
     mean_gain = float(stick.mean_gain_over_range(*candidates, curve_j, curve_acc))
-    chain_j = curve_chain(len(curve)).chain(curve_j, curve_acc)[0]  # the range the chain is read over
-    low_j, high_j = float(chain_j[1]), min(float(chain_j[-1]), float(candidates[0].max()))
+    # the range the chain is read over: from its first point to its dearest (mean_gain_over_range)
+    low_j, high_j = float(curve_j[0]), min(float(curve_j.max()), float(candidates[0].max()))
     out: dict[str, Any] = {f"{tag}joule_range": [float(low_j), float(high_j)], f"mean_{tag}gain_pp": 100 * mean_gain,
                            f"{tag}area_pp_j": 100 * mean_gain * (high_j - low_j)}
     if not math.isfinite(mean_gain):
