@@ -120,13 +120,22 @@ class Yardstick:
         (``frontier``: the knob values chosen on validation, cheapest knob first), and are read as a
         chain (``chain_accuracy_at``: the mix of consecutive points at each joule value), never
         enveloped on test points, so no test (or resampled) point is chosen because it was lucky.
-        Candidates ``[..., C]``; ``[...]``, NaN where the range is empty (a single point, or a curve
-        beyond every candidate). A trapezoid rule on ``n_grid`` evenly spaced joule values."""
+        The yardstick is read by the same rule here: its chain (the null point, then its policies in
+        train order), never an envelope of its policies' test points either, so neither side keeps
+        its lucky points (an envelope on one side only biases the mean gain by about the optimism of
+        that envelope, ``experiments/frontier_null.py``). An area under a chain read through a
+        running maximum moves continuously when two of its points swap order in test joules, so the
+        mean gain has no jump there. Candidates ``[..., C]``; ``[...]``, NaN where the range is empty
+        (a single point, or a curve beyond every candidate). A trapezoid rule on ``n_grid`` evenly
+        spaced joule values."""
         curve_j, curve_acc = _points(curve_energy_j, curve_accuracy)
         low = curve_j[..., 0]  # the chain's first point; its last is the dearest (running maximum)
         high = np.minimum(curve_j.max(axis=-1), np.asarray(energy_j, dtype=np.float64).max(axis=-1))
         grid = low[..., None] + np.maximum(high - low, 0.0)[..., None] * np.linspace(0.0, 1.0, n_grid)
-        stick = self.accuracy_at(np.asarray(energy_j, float)[..., None, :], np.asarray(accuracy, float)[..., None, :], grid)
+        joules, acc = _points(energy_j, accuracy)
+        null = np.zeros(joules.shape[:-1] + (1,))
+        stick = chain_accuracy_at(np.concatenate([null, joules[..., self.index]], axis=-1)[..., None, :],
+                                  np.concatenate([null, acc[..., self.index]], axis=-1)[..., None, :], grid)
         gap = chain_accuracy_at(curve_j[..., None, :], curve_acc[..., None, :], grid) - stick
         area = ((gap[..., 1:] + gap[..., :-1]) / 2).mean(axis=-1)
         return np.where(high > low, area, np.nan)

@@ -20,7 +20,7 @@ accuracy for joules. ``run_frontier``:
    (``stats.dominance_from_resamples``). The curve is a chain fixed before test is read: the chosen
    points in knob order (cheapest knob value first), read by the yardstick's own rule (the mix of
    consecutive points at each joule value), never enveloped on test points and never re-chosen in a
-   resample (an envelope of test points keeps the lucky ones: on null tournaments it gave the curve
+   resample, against the yardstick read the same way (its chain in train order) (an envelope of test points keeps the lucky ones: on null tournaments it gave the curve
    made of the yardstick's own policies a positive gain whose interval excluded 0 every time,
    ``experiments/results/frontier-null``);
 5. the same against the **task-aware yardstick** (``hull.task_routing``: per benchmark the model
