@@ -429,6 +429,10 @@ class Agent(ABC):
     trains_on_reward: ClassVar[bool] = True
     # True: add_models estimates a new model's parameters from its calibration outcomes.
     describes_new_models: ClassVar[bool] = False
+    # False: the agent's routing never reads the question beyond its benchmark label (a fixed model,
+    # a label-only or a random router): compare keeps it out of the content-gain family, and it is never
+    # "routes beyond the task label" (its population content gain is at most 0 by construction).
+    reads_question: ClassVar[bool] = True
 
     @property
     def deployable(self) -> bool:

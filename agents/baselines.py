@@ -57,6 +57,7 @@ class FixedModel(Agent):
 
     feedback = "full"
     trains_on_reward = False  # one model, whatever the reward
+    reads_question = False
 
     def __init__(self, model_id: str | None = None, size: Literal["smallest", "medium", "largest"] | None = None):
         if (model_id is None) == (size is None):
@@ -101,6 +102,7 @@ class PerBenchmark(Agent):
     name = "per-benchmark"
     feedback = "full"
     cost_knob = PER_BENCHMARK_KNOB  # routing reads mu, training does not: frontier fits once
+    reads_question = False  # the benchmark label only
 
     def __init__(self, mu: float | None = None):
         if mu is not None and not (np.isfinite(mu) and mu >= 0):
@@ -148,6 +150,7 @@ class RandomRouter(Agent):
 
     feedback = "full"
     trains_on_reward = False
+    reads_question = False  # the draw hashes the text but reads nothing in it
 
     def __init__(self, seed: int | None = None):
         self.seed = seed

@@ -165,11 +165,14 @@ def write_report() -> None:
              "reference): at the same joules, the held-out benchmark's own chain, chosen on its own outcomes and "
              "cross-fitted over 5 copy-grouped folds of its questions, minus the fixed-model chain: what the label "
              "would have been worth had the benchmark been seen. Share = gain / label value, only where the label's "
-             "value is above 0 in its 95 % interval and >= 1 pp. Verdicts: Romano-Wolf step-down per table.", "",
+             "value is above 0 in its 95 % interval and >= 1 pp. Verdicts: one Romano-Wolf step-down over the verified "
+             "rows of every table of a tournament (its folds and the pooled table, their independent resamples stacked); "
+             "unverified rows are listed with 'no verdict'. A tournament whose tables were written before issue 58 keeps "
+             "that run's rule (one step-down per table, unverified rows inside it): its `unseen.md` header says which.", "",
              "Routers: compare's default set (smoothie too on zeroeval-math, which logs answer texts): per-benchmark "
              "is the label router; cost-aware, irt, mf, gbdt are label-nested; knn, uniroute, routellm, greenserv and "
              "the bandits read the text; oracle is privileged, outside the verdict family. One seed (0); no audit "
-             "(rows are 'unverified'). Each fold's full compare table: `<tournament>/held-out/<benchmark>/table.md`.", "",
+             "(rows are 'unverified': since issue 58 they get no verdict). Each fold's full compare table: `<tournament>/held-out/<benchmark>/table.md`.", "",
              "| tournament | folds | cells run | wall (s) | CPU (s) | failed cells |", "|---|---|---|---|---|---|"]
     frames = {}
     for name in TOURNAMENTS:

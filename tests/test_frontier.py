@@ -7,6 +7,7 @@ import subprocess
 import sys
 import zlib
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,8 @@ from routing_gym.eval.frontier.report import write_frontier_outputs
 from routing_gym.fronts import hull as H
 from routing_gym.tournament import Tournament
 from routing_gym_agents import Agent, ObservationBatch, register_agent
+
+REPO = Path(__file__).resolve().parents[1]
 
 SEEN: dict[str, list[set[str]]] = {"fit": [], "act": []}
 
@@ -119,6 +122,43 @@ def test_a_curve_of_fixed_model_mixes_has_no_area_over_the_hull():
     assert stick.mean_gain_over_range(hull.energy_j, hull.accuracy, *curve) == pytest.approx(0.0, abs=1e-12)
 
 
+def test_a_curve_is_read_as_a_chain_in_its_own_order_never_enveloped():
+    # yardstick: one policy at (10 J, 50 %), flat at 50 % beyond it (a dearer, no better candidate sets the range)
+    energy, accuracy = np.array([10.0, 40.0]), np.array([0.5, 0.5])
+    stick = Yardstick.chosen_on_train(energy, accuracy, ["m", "dear"])
+    # a curve whose middle point is lucky-low: the chain mixes through it, an envelope would skip it
+    curve_j, curve_acc = np.array([10.0, 20.0, 30.0]), np.array([0.5, 0.3, 0.7])
+    # chain: 0 at 10 J, -0.2 at 20 J, +0.2 at 30 J, linear between: area -1 + 0 over 20 J, mean -0.05
+    assert stick.mean_gain_over_range(energy, accuracy, curve_j, curve_acc, n_grid=2001) == pytest.approx(-0.05, abs=1e-6)
+    # the envelope (the rule before issue 58) skips the 20 J point: +0.1 on average
+    envelope = H.hull_accuracy_at(curve_j, curve_acc, np.linspace(10, 30, 2001)) - 0.5
+    assert ((envelope[1:] + envelope[:-1]) / 2).mean() == pytest.approx(0.1, abs=1e-6)
+    # the order is the curve's own: a point listed after a dearer one is passed at once (running maximum)
+    reordered = stick.mean_gain_over_range(energy, accuracy, np.array([10.0, 30.0, 20.0]), np.array([0.5, 0.7, 0.3]),
+                                           n_grid=2001)
+    assert reordered == pytest.approx(0.1, abs=1e-3)  # 10 J -> 30 J, the 20 J point is never read
+    # one reading per resample: [B, Q] curves give [B] gains, each as on its own
+    boot = stick.mean_gain_over_range(np.tile(energy, (2, 1)), np.tile(accuracy, (2, 1)), np.tile(curve_j, (2, 1)),
+                                      np.stack([curve_acc, curve_acc + 0.1]), n_grid=2001)
+    assert boot == pytest.approx([-0.05, 0.05], abs=1e-6)
+
+
+def test_frontier_null_curves_cover_0_at_about_the_nominal_rate():
+    """A small version of experiments/frontier_null.py: curves made of the yardstick's own policies
+    (true mean gain 0) on null tournaments; the envelope it replaced excludes 0 most of the time."""
+    sys.path.insert(0, str(REPO / "experiments"))
+    import frontier_null  # experiments/frontier_null.py
+
+    frame = pd.DataFrame([r for seed in range(30) for r in frontier_null.one_tournament(seed, 200, 1200)])
+    summary = frontier_null.summarise(frame).set_index(["yardstick", "curve", "reading"])
+    for tag in ("routing", "content"):
+        mixes = summary.loc[(tag, "policies and mixes", "after")]
+        assert mixes["tournaments"] == 30 and mixes["covered"] >= 26 and mixes["zero_width"] == 0
+        own = frame[(frame["yardstick"] == tag) & (frame["curve"] == "policies") & (frame["reading"] == "after")]
+        assert (own["estimate_pp"].abs() < 1e-9).all() and own["covers_0"].all()  # the curve is the yardstick
+    assert summary.loc[("content", "policies", "before")]["covered"] <= 15  # the lucky-point bias, now gone
+
+
 def test_a_clearly_beaten_fixed_model_is_reported_dominated(tmp_path):
     t = two_skill_tournament()
     config = FrontierConfig(tournament=t, agents=["cost-aware"], grids={"cost-aware": [0.0, 0.3, 5.0]},
@@ -163,7 +203,11 @@ def test_content_gain_separates_reading_the_question_from_reading_its_benchmark(
     assert any(v.startswith(H.TASK_ROUTE_PREFIX) for v in result.task_hull["vertices"])
     paths = write_frontier_outputs(result, tmp_path / "label")
     table = paths["table.md"].read_text()
-    assert "**per-benchmark** task routing only" in table and "**cost-aware** task routing only" in table
+    assert "**per-benchmark** (cannot read the question: content by its marginal CI) task routing only" in table
+    assert "**cost-aware** task routing only" in table
+    # the label router's mean content gain is no hypothesis of the family (at most 0 by construction)
+    assert by_agent["per-benchmark"].summary["mean_content_gain_pp_fw"] == ""
+    assert by_agent["per-benchmark"].summary["mean_gain_pp_fw"] == "above"
     verdicts = pd.read_csv(paths["dominance.csv"])
     assert set(verdicts["against"]) == {"fixed model", "per-benchmark route"}
     assert json.loads(paths["frontier.json"].read_text())["task_hull"]["routes"][0]["models"]

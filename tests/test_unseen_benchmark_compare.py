@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import make_tournament
 
-from routing_gym.eval.compare import CompareConfig, run_compare
+from routing_gym.eval.compare import CompareConfig, markdown_report, run_compare
 from routing_gym.eval.compare import CompareJob
 from routing_gym.eval.compare.cells import CellSettings, cell_fingerprint
 from routing_gym.eval.generalisation.unseen_benchmarks import (CROSS_FIT_FOLDS, cross_fit_folds, fold_dir, label_chains, lobo_folds,
@@ -84,6 +84,8 @@ def test_lobo_tables_per_fold_and_pooled(lobo):
         rows = {r["method"]: r for r in result.rows if r["benchmark"] == benchmark}
         assert set(rows) == {"per-benchmark", "knn", "oracle"}
         assert rows["oracle"]["verdict"] == "not in family"  # privileged rows are outside the family
+        # --no-audit: every agent row is unverified, listed with its numbers and no verdict
+        assert rows["knn"]["verdict"].startswith("no verdict: unverified")
         assert rows["oracle"]["routing_gain_pp"] > 0
         lo, hi = rows["knn"]["routing_gain_pp_ci_low"], rows["knn"]["routing_gain_pp_ci_high"]
         assert lo <= rows["knn"]["routing_gain_pp"] <= hi
@@ -103,6 +105,36 @@ def test_lobo_tables_per_fold_and_pooled(lobo):
     per = {r["benchmark"]: r for r in result.rows if r["method"] == "per-benchmark"}
     assert all(abs(r["label_value_pp"]) < 15 for r in per.values())
     assert "## pooled" in unseen_markdown(result)
+    for fold in result.folds.values():  # only unseen questions in test: the label carries nothing
+        assert fold.pareto["task_hull"]["unseen_share"] == 1.0
+        assert fold.pareto["task_hull"]["vertices"] == fold.pareto["hull"]["models"]
+        for row in fold.rows:
+            if row["seeds_ok"]:
+                assert row["content_gain_pp"] == row["routing_gain_pp"]
+                assert row["content_gain_pp_ci_low"] == row["routing_gain_pp_ci_low"]
+
+
+def test_a_held_out_benchmark_split_never_calls_a_fixed_or_label_router_beyond_the_label():
+    t = make_tournament(n=300, seed=4).with_splits(seed=0, hold_out_benchmarks=["mmlu"])
+    config = CompareConfig(tournament=t, agents=["fixed-smallest", "per-benchmark", "knn"], seeds=1,
+                           n_bootstrap=200, progress=False)
+    result = run_compare(config)
+    rows = {r["method"]: r for r in result.rows}
+    test = t.split_rows("test")
+    unseen = (t.queries["benchmark"].to_numpy()[test] == "mmlu").mean()
+    assert 0 < unseen < 1 and result.pareto["task_hull"]["unseen_share"] == pytest.approx(unseen)
+    assert result.pareto["task_hull"]["unseen_benchmarks"] == ["mmlu"]
+    assert [rows[m]["reads_question"] for m in ("fixed-smallest", "per-benchmark", "knn")] == [False, False, True]
+    for method in ("fixed-smallest", "per-benchmark"):  # out of the content family, in the routing one
+        assert rows[method]["deployable_label"] == "yes"
+        assert rows[method]["content_gain_pp_fw"] == "" and "content_gain_pp_fw_low" not in rows[method]
+        assert "routing_gain_pp_fw_low" in rows[method]
+    assert "content_gain_pp_fw_low" in rows["knn"]
+    text = markdown_report(result)
+    beyond = next(line for line in text.splitlines() if line.startswith("- routes beyond the task label"))
+    assert "fixed-smallest" not in beyond and "per-benchmark" not in beyond
+    assert "fixed-smallest (cannot read the question)" in text and "per-benchmark (cannot read the question)" in text
+    assert "come from benchmarks with no train rows (mmlu)" in text
 
 
 def test_unseen_md_opens_with_its_answer_and_prints_no_degenerate_cell(lobo):
@@ -177,3 +209,25 @@ def test_cli_leave_one_benchmark_out(tmp_path, capsys):
     assert "## held out: gsm8k" in capsys.readouterr().out
     assert main(["compare", *argv, "--leave-one-benchmark-out", "nope"]) == 2
     assert "unknown benchmark 'nope'" in capsys.readouterr().err
+
+
+def test_one_family_over_every_fold_and_the_pooled_table():
+    from routing_gym.eval.core import familywise
+    from routing_gym.eval.generalisation.unseen_benchmarks import _family_decisions
+
+    rng = np.random.default_rng(0)
+
+    def table(effect: float, verified: bool) -> dict:
+        boot = rng.normal(0.0, 0.01, (400, 3)) + np.array([effect, 0.0, 0.0])
+        return {"names": ["a", "b", "c"], "point": np.array([effect, 0.001, -0.001]), "boot": boot, "confidence": 0.95,
+                "deployable": {"a": True, "b": True, "c": verified}}
+
+    tables = [("f1", table(0.05, True)), ("f2", table(0.0, False))]
+    decisions = _family_decisions(tables)
+    assert set(decisions["f1"]) == {"a", "b", "c"} and set(decisions["f2"]) == {"a", "b"}  # c of f2: unverified
+    assert decisions["f1"]["a"] == familywise.ABOVE
+    keys = [("f1", 0), ("f1", 1), ("f1", 2), ("f2", 0), ("f2", 1)]
+    g = dict(tables)
+    joint = familywise.stepdown(np.array([100 * g[t]["point"][i] for t, i in keys]),
+                                np.stack([100 * g[t]["boot"][:, i] for t, i in keys], axis=1), 0.05)
+    assert [decisions[t][g[t]["names"][i]] for t, i in keys] == list(joint.decisions)

@@ -92,3 +92,49 @@ def test_copies_of_a_question_are_resampled_together():
     # without copies the plan is the plain row bootstrap, draw for draw
     plain = BootstrapPlan(6, 500, seed=3).means(values)
     np.testing.assert_array_equal(BootstrapPlan.of_rows(list("abcdef"), 500, seed=3).means(values), plain)
+
+
+def _label_skilled(n: int = 3000, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Three benchmarks, each with its own best model: the label is worth a lot where it is seen."""
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, 3, n)
+    skill = np.array([[0.9, 0.3, 0.5, 0.7], [0.2, 0.85, 0.5, 0.7], [0.4, 0.4, 0.8, 0.75]])
+    correct = (rng.random((n, 4)) < skill[codes]).astype(float)
+    energy = np.tile([10.0, 12.0, 15.0, 60.0], (n, 1)) * rng.uniform(0.8, 1.2, (n, 4))
+    return codes, correct, energy
+
+
+def test_with_only_unseen_benchmarks_in_test_the_task_chain_is_the_fixed_chain():
+    codes, correct, energy = _label_skilled()
+    train, test = np.flatnonzero(codes != 2), np.flatnonzero(codes == 2)  # benchmark 2 never trains
+    models = ["m0", "m1", "m2", "m3"]
+    seen_only = train_yardsticks(correct[train], energy[train], codes[train], 3, models)
+    sticks = train_yardsticks(correct[train], energy[train], codes[train], 3, models, codes[test])
+    assert sticks.unseen == {"codes": [2], "share": 1.0}
+    assert list(sticks.task.index) == list(sticks.fixed.index)
+    assert list(seen_only.task.index) != list(seen_only.fixed.index)  # without test codes the routes lead it
+    route_c, route_e = (sticks.routes.per_query(v[test], codes[test]) for v in (correct, energy))
+    plan = BootstrapPlan.of_rows(np.arange(len(test)).astype(str), 200, 0)
+    boot = plan.means(np.concatenate([correct[test], energy[test], route_c, route_e], axis=1))
+    p = route_c.shape[1]
+    method = boot[:, [0]] * 0.5 + boot[:, [3]] * 0.5, boot[:, [4]] * 0.5 + boot[:, [7]] * 0.5
+    gains = sticks.gains(boot[:, 4:8], boot[:, :4], boot[:, 8 + p:], boot[:, 8:8 + p], method[1], method[0])
+    np.testing.assert_array_equal(gains["content_gain_pp"], gains["routing_gain_pp"])  # every resample
+    # every route sends an unseen query where the fixed-model choice at its lambda (all training rows) would
+    for choice, low in zip(sticks.routes.choices, sticks.routes.lambda_low):
+        score = correct[train].mean(0) - (low + 1e-9) * energy[train].mean(0)
+        assert choice[2] == int(np.argmax(score))
+
+
+def test_a_partly_unseen_test_weights_the_routes_training_points_by_the_unseen_share():
+    codes, correct, energy = _label_skilled(seed=1)
+    train = np.flatnonzero(codes != 2)
+    test_codes = np.array([0] * 30 + [2] * 10)
+    sticks = train_yardsticks(correct[train], energy[train], codes[train], 3, ["m0", "m1", "m2", "m3"], test_codes)
+    assert sticks.unseen == {"codes": [2], "share": 0.25}
+    # the chain still holds a route (the seen 75 % carry the label) and is chosen without a test outcome
+    assert any(i >= 4 for i in sticks.task.index)
+    route = sticks.task.index[sticks.task.index >= 4][0] - 4
+    seen = sticks.routes.per_query(correct[train], codes[train]).mean(0)[route]
+    pooled = correct[train].mean(0)[sticks.routes.choices[route, 2]]
+    assert sticks.task.train_accuracy[list(sticks.task.index).index(route + 4)] == pytest.approx(0.75 * seen + 0.25 * pooled)

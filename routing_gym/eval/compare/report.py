@@ -227,10 +227,10 @@ def _tag(row: dict[str, Any]) -> str:
     return row["method"] if row["deployable"] else f"{row['method']} (not deployable: marginal CI)"
 
 
-def _decided(row: dict[str, Any], metric: str, direction: str) -> bool:
+def _decided(row: dict[str, Any], metric: str, direction: str, marginal: bool = False) -> bool:
     """The verdict rule: the family-wise decision for the family's rows; the marginal interval,
-    tagged, for rows outside it (not deployable)."""
-    if row["deployable"]:
+    tagged, for rows outside it (not deployable, or ``marginal``)."""
+    if row["deployable"] and not marginal:
         return row.get(f"{metric}_fw") == direction
     low, high = row[f"{metric}_ci_low"], row[f"{metric}_ci_high"]
     return (low > 0) if direction == familywise.ABOVE else (high < 0)
@@ -238,10 +238,13 @@ def _decided(row: dict[str, Any], metric: str, direction: str) -> bool:
 
 def row_verdict(row: dict[str, Any]) -> str:
     """A row's words in the content-gain section (``hull.content_verdict``), decided family-wise
-    for the family's rows and by the marginal interval for declared non-deployable ones."""
+    for the family's rows and by the marginal interval for declared non-deployable ones; a row that
+    cannot read the question (``reads_question`` False) is never beyond the task label, and its
+    content gain below 0 is read from its marginal interval (it is no hypothesis of the family)."""
+    blind = not row.get("reads_question", True)  # outside the content family: its marginal interval, tagged
     return fixed_hull.content_verdict(_decided(row, "routing_gain_pp", familywise.ABOVE),
-                                      _decided(row, "content_gain_pp", familywise.ABOVE),
-                                      _decided(row, "content_gain_pp", familywise.BELOW))
+                                      not blind and _decided(row, "content_gain_pp", familywise.ABOVE),
+                                      _decided(row, "content_gain_pp", familywise.BELOW, marginal=blind))
 
 
 def _markdown_hull(result: CompareResult) -> list[str]:
@@ -273,6 +276,14 @@ def _markdown_hull(result: CompareResult) -> list[str]:
     ]
 
 
+BLIND_TAG = "(cannot read the question)"
+
+
+def _blind_tag(row: dict[str, Any]) -> str:
+    """``_tag``, and the mark of a row that cannot read the question (outside the content-gain family)."""
+    return _tag(row) if row.get("reads_question", True) else f"{_tag(row)} {BLIND_TAG}"
+
+
 def _labelled(row: dict[str, Any]) -> str:
     return f"{row['method']} ({row['deployable_label']})"
 
@@ -294,7 +305,7 @@ def _markdown_task_hull(result: CompareResult) -> list[str]:
     agents = [r for r in agents if r["method"] not in withheld]
     verdicts = {r["method"]: row_verdict(r) for r in agents}
     by_name = {r["method"]: r for r in agents}
-    named = lambda verdict: ", ".join(_tag(by_name[m]) for m, v in verdicts.items() if v == verdict) or "none"  # noqa: E731
+    named = lambda verdict: ", ".join(_blind_tag(by_name[m]) for m, v in verdicts.items() if v == verdict) or "none"  # noqa: E731
     lines = [
         "## Content gain over the task-aware yardstick: does a method read the question, or only its benchmark?", "",
         f"Chain chosen on {result.config.train_split} (null policy, fixed models and per-benchmark routes; test values): "
@@ -302,8 +313,16 @@ def _markdown_task_hull(result: CompareResult) -> list[str]:
         f"random mix: {_chain(task['vertices'], task['energy_j'], task['accuracy'])}.", "",
         *[f"- {r['route']}: " + ", ".join(f"{b} → {m}" for b, m in r["models"].items()) for r in routes],
         *([""] if routes else []),
+        *([f"{100 * task['unseen_share']:.1f} % of the {result.config.test_split} queries come from benchmarks with no "
+           f"{result.config.train_split} rows ({', '.join(task['unseen_benchmarks'])}): the label carries nothing there, "
+           "so every route sends them where the fixed-model choice at the same price (its lambda) would, and the chain is "
+           "chosen on the training points the routes would have on that mix (with only unseen benchmarks in test it is "
+           "the fixed-model chain: content gain = routing gain).", ""] if task.get("unseen_share") else []),
         f"Verdicts: family-wise {conf} (Romano-Wolf step-down over the deployable verified rows' routing and content "
-        f"gains, ▲ / ▼ in the table); rows outside that family are tagged and judged by their marginal {conf} CI.", "",
+        f"gains, ▲ / ▼ in the table); rows outside that family are tagged and judged by their marginal {conf} CI. A row "
+        f"tagged {BLIND_TAG} (a fixed-model, label-only or random policy: `Agent.reads_question` False) has a content "
+        "gain of at most 0 by construction: it is no hypothesis of the family, never beyond the label, and below it only "
+        f"by its marginal {conf} CI.", "",
         f"- {fixed_hull.BEYOND_TASK_LABEL} (content gain above 0): {named(fixed_hull.BEYOND_TASK_LABEL)}",
         f"- {fixed_hull.BELOW_TASK_HULL} (content gain below 0, whatever the routing gain): {named(fixed_hull.BELOW_TASK_HULL)}",
         f"- {fixed_hull.TASK_ROUTING_ONLY} (routing gain above 0, content gain not distinguishable from 0): "

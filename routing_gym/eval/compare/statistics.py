@@ -129,6 +129,7 @@ def aggregate(config: CompareConfig, t: Tournament, reward: Reward, test_rows: n
         row: dict[str, Any] = {
             "method": method, "kind": mine[0].kind, "feedback": mine[0].feedback,
             "deployable": mine[0].deployable, "seeds_ok": len(ok), "seeds_failed": len(mine) - len(ok),
+            "reads_question": mine[0].kind != "fixed-model" and audit.reads_question(method),
         }
         if mine[0].kind == "agent":
             row.update(audit.row_fields(mine[0].deployable, [r.audit for r in ok], [r.training_feedback for r in ok]))
@@ -205,7 +206,7 @@ def _resample(config: CompareConfig, t: Tournament, test_rows: np.ndarray,
     k, width = t.n_models, len(_CI_METRICS)
     train = t.split_rows(config.train_split)
     sticks = train_yardsticks(t.correct[train], t.energy_j[train], t.benchmark_codes[train], len(t.benchmarks),
-                              list(t.model_ids))
+                              list(t.model_ids), t.benchmark_codes[test_rows])
     codes, p = t.benchmark_codes[test_rows], len(sticks.routes)
     route_values = [sticks.routes.per_query(t.correct[test_rows], codes), sticks.routes.per_query(t.energy_j[test_rows], codes)]
     blocks = [np.stack([pooled[m][_CI_METRICS[c]] for c in _CI_METRICS], axis=1) for m in pooled]
@@ -284,26 +285,32 @@ def _hull_gains(config: CompareConfig, t: Tournament, test_rows: np.ndarray, by_
         "task_hull": {**task_record, "max_energy_j": float(candidates_j.max()),
                       "routes": [{**r, "test_accuracy": float(a), "test_energy_j": float(j)} for r, a, j in
                                  zip(sticks.routes.describe(t.benchmarks, list(t.model_ids)), route_acc, route_j)],
-                      "rule": fixed_hull.TASK_HULL_RULE},
+                      "unseen_benchmarks": [t.benchmarks[c] for c in sticks.unseen["codes"]],
+                      "unseen_share": sticks.unseen["share"], "rule": fixed_hull.TASK_HULL_RULE},
     }
 
 
 def _family_verdicts(config: CompareConfig, methods: list[str], by_method: dict[str, dict[str, Any]],
                      points: dict[str, np.ndarray], boot: dict[str, np.ndarray]) -> None:
-    """Romano-Wolf step-down over the deployable, verified agent rows' routing and content gains
-    (``eval/core/familywise.py``): each row gets ``<gain>_fw`` ("above", "below" or "") and the first
-    step's simultaneous bounds; other rows are outside the family ("" and no bounds)."""
+    """Romano-Wolf step-down over the deployable, verified agent rows' routing gains and the content
+    gains of those that can read the question (``eval/core/familywise.py``; a fixed, label-only or
+    random router's content gain is at most 0 by construction: never a hypothesis): each row gets
+    ``<gain>_fw`` ("above", "below" or "") and the first step's simultaneous bounds; other rows are
+    outside the family ("" and no bounds)."""
     family = [i for i, m in enumerate(methods) if by_method[m]["kind"] != "fixed-model" and by_method[m]["deployable"]
               and not audit.withheld(by_method[m]["deployable_label"])]
-    names = ("routing_gain_pp", "content_gain_pp")
+    members = {"routing_gain_pp": family,
+               "content_gain_pp": [i for i in family if by_method[methods[i]]["reads_question"]]}
+    names = tuple(members)
     for m in methods:
         by_method[m].update({f"{n}_fw": familywise.NONE for n in names})
-    if not family:
+    pairs = [(n, i) for n in names for i in members[n]]
+    if not pairs:
         return
-    estimate = np.concatenate([points[n][family] for n in names])
-    resampled = np.concatenate([boot[n][:, family] for n in names], axis=1)
+    estimate = np.array([points[n][i] for n, i in pairs])
+    resampled = np.stack([boot[n][:, i] for n, i in pairs], axis=1)
     decision = familywise.stepdown(estimate, resampled, 1 - config.confidence)
-    for j, (n, i) in enumerate((n, i) for n in names for i in family):
+    for j, (n, i) in enumerate(pairs):
         by_method[methods[i]].update({f"{n}_fw": decision.decisions[j], f"{n}_fw_low": _maybe(decision.low[j]),
                                       f"{n}_fw_high": _maybe(decision.high[j])})
 

@@ -35,13 +35,13 @@ yardsticks (and from the test-enveloped hulls) on procedural tournaments whose t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from routing_gym.fronts.hull import (TaskRouting, _interpolate, _points, hull_accuracy_at, hull_vertices, task_aware_points,
-                                   task_routing, train_chain)
+from routing_gym.fronts.hull import (TaskRouting, _interpolate, _points, hull_vertices, task_aware_points, task_routing,
+                                   train_chain)
 
 WITHIN = "within"
 DEARER_THAN_CHAIN = "beyond the dearest policy of the chain: compared with it (flat)"
@@ -133,17 +133,30 @@ class Yardstick:
 
     def mean_gain_over_range(self, energy_j: np.ndarray, accuracy: np.ndarray, curve_energy_j: np.ndarray,
                              curve_accuracy: np.ndarray, n_grid: int = 256) -> np.ndarray:
-        """Area between a curve of operating points (read as its own hull: its points can be mixed
-        too) and the yardstick over the curve's joule range up to the costliest candidate, divided
-        by its width: the mean gain along the curve (fraction). Candidates ``[..., C]``, curve
-        ``[..., Q]``; ``[...]``, NaN where the range is empty (a single point, or a curve beyond
-        every candidate). A trapezoid rule on ``n_grid`` evenly spaced joule values."""
-        cx, cy = _points(curve_energy_j, curve_accuracy)
-        low = cx.min(axis=-1)
-        high = np.minimum(cx.max(axis=-1), np.asarray(energy_j, dtype=np.float64).max(axis=-1))
-        grid = low[..., None] + (high - low)[..., None] * np.linspace(0.0, 1.0, n_grid)
-        stick = self.accuracy_at(np.asarray(energy_j, float)[..., None, :], np.asarray(accuracy, float)[..., None, :], grid)
-        gap = hull_accuracy_at(cx[..., None, :], cy[..., None, :], grid) - stick
+        """Area between a method's curve and the yardstick over the curve's joule range up to the
+        costliest candidate, divided by its width: the mean gain along the curve (fraction).
+
+        The curve's ``[..., Q]`` points come in their own chain order, chosen without test data
+        (``frontier``: the knob values chosen on validation, cheapest knob first), and are read as a
+        chain (``chain_accuracy_at``: the mix of consecutive points at each joule value), never
+        enveloped on test points, so no test (or resampled) point is chosen because it was lucky.
+        The yardstick is read by the same rule here: its chain (the null point, then its policies in
+        train order), never an envelope of its policies' test points either, so neither side keeps
+        its lucky points (an envelope on one side only biases the mean gain by about the optimism of
+        that envelope, ``experiments/frontier_null.py``). An area under a chain read through a
+        running maximum moves continuously when two of its points swap order in test joules, so the
+        mean gain has no jump there. Candidates ``[..., C]``; ``[...]``, NaN where the range is empty
+        (a single point, or a curve beyond every candidate). A trapezoid rule on ``n_grid`` evenly
+        spaced joule values."""
+        curve_j, curve_acc = _points(curve_energy_j, curve_accuracy)
+        low = curve_j[..., 0]  # the chain's first point; its last is the dearest (running maximum)
+        high = np.minimum(curve_j.max(axis=-1), np.asarray(energy_j, dtype=np.float64).max(axis=-1))
+        grid = low[..., None] + np.maximum(high - low, 0.0)[..., None] * np.linspace(0.0, 1.0, n_grid)
+        joules, acc = _points(energy_j, accuracy)
+        null = np.zeros(joules.shape[:-1] + (1,))
+        stick = chain_accuracy_at(np.concatenate([null, joules[..., self.index]], axis=-1)[..., None, :],
+                                  np.concatenate([null, acc[..., self.index]], axis=-1)[..., None, :], grid)
+        gap = chain_accuracy_at(curve_j[..., None, :], curve_acc[..., None, :], grid) - stick
         area = ((gap[..., 1:] + gap[..., :-1]) / 2).mean(axis=-1)
         return np.where(high > low, area, np.nan)
 
@@ -170,6 +183,7 @@ class Yardsticks:
     fixed: Yardstick
     task: Yardstick
     n_models: int
+    unseen: dict[str, Any] = field(default_factory=lambda: {"codes": [], "share": 0.0})  # unseen_test_share
 
     def gains(self, fixed_energy_j: np.ndarray, fixed_accuracy: np.ndarray, route_energy_j: np.ndarray,
               route_accuracy: np.ndarray, method_energy_j: np.ndarray, method_accuracy: np.ndarray) -> dict[str, np.ndarray]:
@@ -184,15 +198,53 @@ class Yardsticks:
                 "content_gain_pp": 100 * self.task.gain(joules, acc, mj, ma)}
 
 
+def chain_accuracy_at(energy_j: np.ndarray, accuracy: np.ndarray, joules: np.ndarray) -> np.ndarray:
+    """Accuracy at mean ``joules`` (``[...]``) of a chain of ``[..., Q]`` points in the order given
+    (chosen without test data): the mix of the two consecutive points around it, the first point's
+    accuracy below it and the last's beyond. Joules are read through a running maximum, so a point
+    cheaper on test than its predecessor is passed at once; no test value reorders or drops a point
+    (never an envelope of test points: a method's curve in ``frontier``)."""
+    joules_chain, acc = _points(energy_j, accuracy)
+    joules_chain = np.maximum.accumulate(joules_chain, axis=-1)
+    x = np.asarray(joules, dtype=np.float64)
+    n = np.full(np.broadcast_shapes(joules_chain.shape[:-1], x.shape), joules_chain.shape[-1])
+    return _interpolate(joules_chain, acc, n, x, (joules_chain <= x[..., None]).sum(axis=-1))
+
+
 def train_yardsticks(correct: np.ndarray, energy_j: np.ndarray, codes: np.ndarray, n_benchmarks: int,
-                     model_ids: list[str]) -> Yardsticks:
+                     model_ids: list[str], test_codes: np.ndarray | None = None) -> Yardsticks:
     """Both yardsticks from training outcomes (``[n, K]``) and benchmark codes (``[n]``): the
-    per-benchmark routes (``task_routing``), then each chain chosen on the same training rows."""
+    per-benchmark routes (``task_routing``), then each chain chosen on the same training rows.
+
+    ``test_codes`` (the test queries' benchmark codes; no outcome is read) matter only where some
+    test benchmark has no training rows: there the label carries nothing, and every route sends
+    those queries where the fixed-model choice at the same price (its lambda, on all training
+    rows) would (``hull.benchmark_means``). The task-aware chain is then chosen on the training
+    points those routes would have on the test mix: each route's training point is its value on
+    the seen benchmarks' rows and its unseen choice's value on all rows, weighted by the unseen
+    share of the test queries. With only unseen benchmarks in test every route is a copy of a fixed
+    model, so the task-aware chain is the fixed-model chain and content gain equals routing gain."""
     routes = task_routing(correct, energy_j, codes, n_benchmarks)
     fixed_j, fixed_acc = np.asarray(energy_j, float).mean(axis=0), np.asarray(correct, float).mean(axis=0)
     route_j, route_acc = routes.per_query(energy_j, codes).mean(axis=0), routes.per_query(correct, codes).mean(axis=0)
+    unseen = unseen_test_share(codes, n_benchmarks, test_codes)
+    if unseen["share"] > 0:
+        choice = routes.choices[:, unseen["codes"][0]]  # one label-blind choice per route, whichever unseen benchmark
+        w = unseen["share"]
+        route_j, route_acc = (1 - w) * route_j + w * fixed_j[choice], (1 - w) * route_acc + w * fixed_acc[choice]
     # The fixed-model chain indexes the first K of the [K + P] layout: routes are never its candidates.
     fixed = Yardstick.chosen_on_train(fixed_j, fixed_acc, list(model_ids))
     task = Yardstick.chosen_on_train(*task_aware_points(fixed_j, fixed_acc, route_j, route_acc),
                                      list(model_ids) + routes.labels())
-    return Yardsticks(routes=routes, fixed=fixed, task=task, n_models=len(model_ids))
+    return Yardsticks(routes=routes, fixed=fixed, task=task, n_models=len(model_ids), unseen=unseen)
+
+
+def unseen_test_share(codes: np.ndarray, n_benchmarks: int, test_codes: np.ndarray | None) -> dict[str, Any]:
+    """The test benchmarks with no training rows (``codes``: the training rows' benchmark codes):
+    their codes and the share of test queries they hold (0 without ``test_codes``)."""
+    if test_codes is None or len(test_codes) == 0:
+        return {"codes": [], "share": 0.0}
+    test_codes = np.asarray(test_codes, dtype=np.int64)
+    trained = np.bincount(np.asarray(codes, dtype=np.int64), minlength=n_benchmarks) > 0
+    missing = sorted({int(c) for c in test_codes if not trained[c]})
+    return {"codes": missing, "share": float(np.isin(test_codes, missing).mean())}

@@ -118,6 +118,18 @@ def withheld(label: str) -> bool:
     return label == FAILED_LABEL or label.startswith("unverified")
 
 
+def reads_question(agent: str) -> bool:
+    """The other rule of the content-gain verdict lines: whether registered agent ``agent`` can read
+    the question beyond its benchmark label (``Agent.reads_question``). A fixed-model, label-only or
+    random policy cannot: its content gain is at most 0 by construction, so it is never a hypothesis
+    of the content family nor "routes beyond the task label". True for a name the registry does not
+    know (a saved cell of a plugin no longer installed)."""
+    from routing_gym_agents.registry import AGENTS, load_plugins
+
+    load_plugins()
+    return bool(getattr(AGENTS[agent][0], "reads_question", True)) if agent in AGENTS else True
+
+
 def row_fields(declared_deployable: bool, audits: list[dict[str, Any] | None], feedbacks: list[str]) -> dict[str, Any]:
     """A method's summary columns from its seeds' runs: ``deployable`` (declared, and verified:
     not ``withheld``), ``deployable_label`` (the table's column), ``audit`` (worst status over

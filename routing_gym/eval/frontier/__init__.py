@@ -13,10 +13,16 @@ accuracy for joules. ``run_frontier``:
    candidates (identical points once): the curve's operating points;
 4. reports those points on test: each point's routing gain, the **mean gain of the curve over
    the fixed-model yardstick** (``eval/core/yardstick.py``: a chain of policies chosen on train,
-   evaluated on test) over the curve's joule range (the area between the curve, read as its own
-   hull, and the yardstick divided by the range's width: an AIQ-style number,
-   ``Yardstick.mean_gain_over_range``; verdict lines family-wise, ``eval/core/familywise.py``), and for every fixed model whether some operating point
-   strictly dominates it (``stats.dominance_from_resamples``);
+   evaluated on test) over the curve's joule range (the area between the curve, read as a
+   chain, and the yardstick divided by the range's width: an AIQ-style number,
+   ``Yardstick.mean_gain_over_range``; verdict lines family-wise, ``eval/core/familywise.py``), and for
+   every fixed model whether some operating point strictly dominates it
+   (``stats.dominance_from_resamples``). The curve is a chain fixed before test is read: the chosen
+   points in knob order (cheapest knob value first), read by the yardstick's own rule (the mix of
+   consecutive points at each joule value), never enveloped on test points and never re-chosen in a
+   resample, against the yardstick read the same way (its chain in train order) (an envelope of test points keeps the lucky ones: on null tournaments it gave the curve
+   made of the yardstick's own policies a positive gain whose interval excluded 0 every time,
+   ``experiments/results/frontier-null``);
 5. the same against the **task-aware yardstick** (``hull.task_routing``: per benchmark the model
    maximising accuracy - lambda x J on the whole training split, for every lambda, with the
    fixed models and their mixes): each point's content gain, the curve's **mean content gain**,
@@ -210,7 +216,10 @@ class AgentCurve:
 
     @property
     def selected(self) -> list[OperatingPoint]:
-        return sorted((p for p in self.points if p.selected), key=lambda p: (p.test_energy_j, p.test_accuracy))
+        """The chosen points as the curve's chain: in knob order, the cheapest knob value first (no
+        test value decides the order; ``Yardstick.mean_gain_over_range`` mixes consecutive ones)."""
+        cheapest_first = -1.0 if self.knob is not None and self.knob.cheaper_when == "higher" else 1.0
+        return sorted((p for p in self.points if p.selected), key=lambda p: cheapest_first * p.value)
 
     @property
     def withheld(self) -> bool:
@@ -223,6 +232,14 @@ class AgentCurve:
     def deployable(self) -> bool:
         """Declared deployable and verified by the audit: a member of the family-wise family."""
         return self.deployable_label == "yes"
+
+    @property
+    def reads_question(self) -> bool:
+        """``Agent.reads_question`` of the agent: False for a label-only or fixed policy, whose mean
+        content gain is at most 0 by construction (never a hypothesis, never beyond the label)."""
+        from routing_gym.eval.execution.audit import reads_question
+
+        return reads_question(self.agent)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -266,8 +283,10 @@ class FrontierResult:
                          f"resampled together ({c.n_bootstrap} resamples, seed {c.bootstrap_seed}); the yardsticks' "
                          "policies fixed on train, their test values, the curve and its points resampled; verdict lines "
                          "family-wise (Romano-Wolf step-down over the deployable verified curves' two mean gains)",
-            "mean_gain": "area between the curve (read as its own hull) and the fixed-model yardstick over the curve's "
-                         "joule range up to the costliest candidate policy, divided by the range's width (pp); area_pp_j "
+            "mean_gain": "area between the curve and the fixed-model yardstick over the curve's joule range up to the "
+                         "costliest candidate policy, divided by the range's width (pp); the curve is a chain fixed on "
+                         "validation (its chosen points in knob order, cheapest first) read by the yardstick's rule (the "
+                         "mix of consecutive points at each joule value), never enveloped on test or in a resample; area_pp_j "
                          "= mean gain x width (derived); mean content gain: the same against the task-aware yardstick",
             "dominance": f"strict paired test per (operating point, fixed model or per-benchmark route) at "
                          f"{c.confidence:.0%}; a fixed model or route counts as dominated when some point dominates it "
@@ -451,7 +470,7 @@ def _analyse(config: FrontierConfig, t: Tournament, test_rows: np.ndarray,
     fixed = pd.DataFrame({"model": t.model_ids, "accuracy": fixed_acc, "mean_energy_j": fixed_j})
     train_rows = np.sort(np.concatenate([t.split_rows(f"{config.train_split}:{part}") for part in ("fit", "validation")]))
     sticks = train_yardsticks(t.correct[train_rows], t.energy_j[train_rows], t.benchmark_codes[train_rows],
-                              len(t.benchmarks), list(t.model_ids))
+                              len(t.benchmarks), list(t.model_ids), t.benchmark_codes[test_rows])
     routes = sticks.routes
     codes, n_routes = t.benchmark_codes[test_rows], len(routes)
     route_correct, route_energy = routes.per_query(correct, codes), routes.per_query(energy, codes)
@@ -491,8 +510,8 @@ def _analyse(config: FrontierConfig, t: Tournament, test_rows: np.ndarray,
         for tag, stick in yardsticks.items():
             summary, boot_mean = _mean_gain(tag, stick, candidates, boot_candidates, points, boot_points, config.confidence)
             curve.summary.update(summary)
-            if boot_mean is not None and curve.deployable:
-                family[(c_index, tag)] = boot_mean
+            if boot_mean is not None and curve.deployable and (not tag or curve.reads_question):
+                family[(c_index, tag)] = boot_mean  # a curve that cannot read the question: no content hypothesis
         boot_fixed = np.stack([boot_acc, boot_j], axis=-1)
         curve.dominance = _dominated(config, "model", t.model_ids, np.column_stack([fixed_acc, fixed_j]), boot_fixed,
                                      points, boot_points, scale)
@@ -528,7 +547,8 @@ def _mean_gain(tag: str, stick: Yardstick, candidates: tuple[np.ndarray, np.ndar
     curve_j = np.array([p.test_energy_j for p in curve])
     curve_acc = np.array([p.test_accuracy for p in curve])
     mean_gain = float(stick.mean_gain_over_range(*candidates, curve_j, curve_acc))
-    low_j, high_j = curve_j.min(), min(curve_j.max(), float(candidates[0].max()))
+    # the range the chain is read over: from its first point to its dearest (mean_gain_over_range)
+    low_j, high_j = float(curve_j[0]), min(float(curve_j.max()), float(candidates[0].max()))
     out: dict[str, Any] = {f"{tag}joule_range": [float(low_j), float(high_j)], f"mean_{tag}gain_pp": 100 * mean_gain,
                            f"{tag}area_pp_j": 100 * mean_gain * (high_j - low_j)}
     if not math.isfinite(mean_gain):

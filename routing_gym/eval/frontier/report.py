@@ -199,6 +199,8 @@ def _markdown_content_verdicts(result: FrontierResult) -> list[str]:
             decided = {"routing_above": summary.get("mean_gain_pp_fw") == familywise.ABOVE,
                        "content_above": summary.get("mean_content_gain_pp_fw") == familywise.ABOVE,
                        "content_below": summary.get("mean_content_gain_pp_fw") == familywise.BELOW}
+        if not c.reads_question:  # no content hypothesis: never beyond the label, below it by its marginal CI
+            decided.update(content_above=False, content_below=summary["mean_content_gain_pp_ci_high"] < 0)
         verdict = fixed_hull.content_verdict(**decided)
         if verdict == fixed_hull.BEYOND_TASK_LABEL:
             verdict += f": mean content gain {content} pp (above 0, family-wise {conf})"
@@ -207,7 +209,9 @@ def _markdown_content_verdicts(result: FrontierResult) -> list[str]:
                         f"{content} pp)")
         else:
             verdict += f": mean content gain {content} pp"
-        lines.append(f"- **{c.agent}**{'' if c.deployable else ' (not deployable: marginal CI)'} {verdict}.")
+        tags = ("" if c.deployable else " (not deployable: marginal CI)") + (
+            "" if c.reads_question else " (cannot read the question: content by its marginal CI)")
+        lines.append(f"- **{c.agent}**{tags} {verdict}.")
     return (lines + [""]) if lines else []
 
 

@@ -25,9 +25,10 @@ rerun resumes), and then reads every fold on the yardstick of an unseen benchmar
 Intervals are percentile intervals over the fold's resamples (``compare``'s plan: copies of a
 question together). Pooled figures weight each fold by its number of held-out questions; the
 folds' resamples are independent, so a pooled resample is the weighted sum of one resample per
-fold. Verdicts ("above"/"below" 0) come from the Romano-Wolf step-down (``eval/core/familywise.py``)
-over the agent rows of each table that read no held-out outcome (``in_family``; each fold, and the
-pooled table).
+fold. Verdicts ("above"/"below" 0) come from one Romano-Wolf step-down (``eval/core/familywise.py``)
+over the verified agent rows of every table (``in_family``; each fold and the pooled table, their
+resamples stacked as one draw); unverified rows and rows that failed the audit are listed, tagged
+"no verdict".
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from routing_gym.eval.core import familywise
 from routing_gym.eval.core.jsonsafe import strict_json
 from routing_gym.eval.core.stats import BootstrapPlan, percentile_interval
 from routing_gym.eval.core.yardstick import Yardstick
+from routing_gym.eval.execution import audit
 from routing_gym.tournament import Tournament, leave_one_benchmark_out
 from routing_gym.tournament.duplicates import question_groups
 
@@ -171,9 +173,34 @@ def _fold_gains(result: CompareResult, seed: int) -> dict[str, Any]:
 
 def in_family(deployable_label: str) -> bool:
     """Rows the verdicts are decided over: those that read no held-out outcome by declaration and
-    were not caught by the audit. Unlike ``compare``'s table, rows left unverified (``--no-audit``,
-    which a long study may need) stay in, and their verdict says so (``unverified`` suffix)."""
-    return deployable_label == "yes" or deployable_label.startswith("unverified")
+    were verified by the audit. A row left unverified (``--no-audit``, or an audit that could not
+    run) or caught by the audit is listed with its numbers and tagged, never given a verdict."""
+    return deployable_label == "yes"
+
+
+def _verdict_label(decisions: dict[str, str], name: str, audit_label: str) -> str:
+    """A row's verdict column: the family's decision, or why the row is outside the family."""
+    if name in decisions:
+        return decisions[name]
+    return f"no verdict: {audit_label}" if audit.withheld(audit_label) else "not in family"
+
+
+def _family_decisions(tables: list[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, str]]:
+    """One Romano-Wolf step-down over every table's verified rows (``in_family``): each fold's
+    resamples are independent of the other folds', so resample b of every fold (and the pooled
+    resample b, their weighted sum) together is one draw of all the statistics: their columns are
+    stacked side by side. Returns ``{table: {method: "above" | "below" | ""}}``."""
+    keys = [(table, i) for table, g in tables for i, name in enumerate(g["names"]) if g["deployable"].get(name, False)]
+    if not keys:
+        return {table: {} for table, _ in tables}
+    by_table = dict(tables)
+    decision = familywise.stepdown(np.array([100 * by_table[t]["point"][i] for t, i in keys]),
+                                   np.stack([100 * by_table[t]["boot"][:, i] for t, i in keys], axis=1),
+                                   1 - tables[0][1]["confidence"])
+    out: dict[str, dict[str, str]] = {table: {} for table, _ in tables}
+    for (table, i), verdict in zip(keys, decision.decisions):
+        out[table][by_table[table]["names"][i]] = verdict
+    return out
 
 
 def _share_note(low: float, value: float, confidence: float) -> str:
@@ -186,22 +213,17 @@ def _share_note(low: float, value: float, confidence: float) -> str:
     return ""
 
 
-def _table(benchmark: str, n: int, g: dict[str, Any], extra: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of one table (a fold or the pooled one): gains, label values, shares, verdicts."""
+def _table(benchmark: str, n: int, g: dict[str, Any], extra: dict[str, dict[str, Any]],
+           decisions: dict[str, str]) -> list[dict[str, Any]]:
+    """Rows of one table (a fold or the pooled one): gains, label values, shares, and the verdicts
+    of the one family over every table (``_family_decisions``)."""
     names, point, boot, confidence = g["names"], 100 * g["point"], 100 * g["boot"], g["confidence"]
     label, label_boot = 100 * g["label"], 100 * g["label_boot"]
-    family = [i for i, name in enumerate(names) if g["deployable"].get(name, False)]
-    decisions = {}
-    if family:
-        decision = familywise.stepdown(point[family], boot[:, family], 1 - confidence)
-        decisions = {names[i]: d for i, d in zip(family, decision.decisions)}
     rows = []
     for i, name in enumerate(names):
         low, high = percentile_interval(boot[:, i], confidence)
         label_low, label_high = percentile_interval(label_boot[:, i], confidence)
-        verdict = decisions.get(name, "not in family")
-        if name in decisions and g["unverified"].get(name, False):
-            verdict = f"{verdict} (unverified)".strip()
+        verdict = _verdict_label(decisions, name, g["audit"].get(name, ""))
         why = _share_note(float(label_low), float(label[i]), confidence)
         row = {"benchmark": benchmark, "n": n, "method": name, "routing_gain_pp": float(point[i]),
                "routing_gain_pp_ci_low": float(low), "routing_gain_pp_ci_high": float(high), "verdict": verdict,
@@ -219,14 +241,13 @@ def _table(benchmark: str, n: int, g: dict[str, Any], extra: dict[str, dict[str,
 def unseen_summary(folds: dict[str, CompareResult]) -> UnseenResult:
     """The unseen-benchmark table of finished folds (module docstring), per fold and pooled."""
     rows: list[dict[str, Any]] = []
-    chains, fold_gains = {}, {}
+    chains, fold_gains, extras = {}, {}, {}
     for j, (benchmark, result) in enumerate(folds.items()):
         g = _fold_gains(result, seed=j)
-        g["unverified"] = {n: label.startswith("unverified") for n, label in g["audit"].items()}
         fold_gains[benchmark], chains[benchmark] = g, g["chain"]
-        extra = {name: {"accuracy": float(g["accuracy"][i]), "mean_energy_j": float(g["energy_j"][i]),
-                        "deployable": g["audit"].get(name, "")} for i, name in enumerate(g["names"])}
-        rows += _table(benchmark, g["n"], g, extra)
+        extras[benchmark] = {name: {"accuracy": float(g["accuracy"][i]), "mean_energy_j": float(g["energy_j"][i]),
+                                    "deployable": g["audit"].get(name, "")} for i, name in enumerate(g["names"])}
+    tables = list(fold_gains.items())
     if len(folds) > 1:  # pooled over the methods every fold has, each fold weighted by its questions
         gs = list(fold_gains.values())
         names = [n for n in gs[0]["names"] if all(n in g["names"] for g in gs)]
@@ -235,11 +256,14 @@ def unseen_summary(folds: dict[str, CompareResult]) -> UnseenResult:
         def pooled(key: str) -> np.ndarray:
             return sum(g["n"] / total * g[key][..., [g["names"].index(n) for n in names]] for g in gs)
 
-        summary = {"names": names, "confidence": gs[0]["confidence"],
+        summary = {"names": names, "confidence": gs[0]["confidence"], "n": total,
                    **{key: pooled(key) for key in ("point", "boot", "label", "label_boot")},
                    "deployable": {n: all(g["deployable"].get(n, False) for g in gs) for n in names},
-                   "unverified": {n: any(g["unverified"].get(n, False) for g in gs) for n in names}}
-        rows += _table("pooled", total, summary, {})
+                   "audit": {n: next((g["audit"][n] for g in gs if g["audit"].get(n) != "yes"), "yes") for n in names}}
+        tables.append(("pooled", summary))
+    decisions = _family_decisions(tables)
+    for benchmark, g in tables:
+        rows += _table(benchmark, g["n"], g, extras.get(benchmark, {}), decisions[benchmark])
     return UnseenResult(folds=folds, rows=rows, chains=chains)
 
 
@@ -289,10 +313,12 @@ def unseen_markdown(result: UnseenResult) -> str:
              "reference): the gain, at the same joules, of the chain the label would have given had the benchmark been "
              f"seen: the held-out benchmark's own models chosen on its own outcomes, cross-fitted over {CROSS_FIT_FOLDS} "
              "folds of its questions. Share = routing gain / label value, shown only where the label's value is above 0 "
-             f"in its interval and at least {MIN_LABEL_VALUE_PP} pp. Verdict: Romano-Wolf step-down over the rows of "
-             "each table that read no held-out outcome (above / below 0, else not distinguishable; 'unverified': the audit "
-             "did not run). Verdicts are family-wise over each table's rows: adding or removing routers can change "
-             "them. Intervals: 95 % percentile bootstrap over held-out questions (copies together); pooled: "
+             f"in its interval and at least {MIN_LABEL_VALUE_PP} pp. Verdict: one Romano-Wolf step-down over the "
+             "verified rows of every table below (each fold and the pooled one; the folds' resamples are independent, "
+             "so they are stacked as one draw): above / below 0, blank: undecided; a row that is unverified (the audit "
+             "did not run) or failed its audit is listed with its numbers and 'no verdict', never in the family; adding or "
+             "removing routers can change the verdicts. "
+             "Intervals: 95 % percentile bootstrap over held-out questions (copies together); pooled: "
              f"folds weighted by their questions. {ONE_SIDED_NOTE}", ""]
     folds = (["pooled"] if any(r["benchmark"] == "pooled" for r in result.rows) else []) + list(result.folds)
     for benchmark in folds:

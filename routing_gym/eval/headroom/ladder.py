@@ -239,7 +239,7 @@ def ladder_statistics(t: Tournament, train_rows: np.ndarray, test_rows: np.ndarr
     correct, energy = t.correct[test_rows], t.energy_j[test_rows]
     codes = t.benchmark_codes[test_rows]
     sticks = train_yardsticks(t.correct[train_rows], t.energy_j[train_rows], t.benchmark_codes[train_rows],
-                              len(t.benchmarks), list(t.model_ids))
+                              len(t.benchmarks), list(t.model_ids), codes)
     route_c, route_e = sticks.routes.per_query(correct, codes), sticks.routes.per_query(energy, codes)
     methods = {**rungs, **{f"router:{n}": r for n, r in router_rungs.items()}}
     m_c = np.stack([r.test_correct for r in methods.values()], axis=1)

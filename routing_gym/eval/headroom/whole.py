@@ -84,7 +84,7 @@ def whole_tournament_rung(t: Tournament, name: str, kwargs: dict[str, Any], rows
             match_budget(rung, t.correct[h], t.energy_j[h], j_ref, budget_j)
             method_c.append(rung.test_correct)
             method_e.append(rung.test_energy)
-        sticks = train_yardsticks(t.correct[o], t.energy_j[o], t.benchmark_codes[o], nb, models)
+        sticks = train_yardsticks(t.correct[o], t.energy_j[o], t.benchmark_codes[o], nb, models, t.benchmark_codes[h])
         codes = t.benchmark_codes[h]
         values = [t.energy_j[h], t.correct[h], sticks.routes.per_query(t.energy_j[h], codes),
                   sticks.routes.per_query(t.correct[h], codes), np.stack(method_e, axis=1), np.stack(method_c, axis=1)]
