@@ -268,7 +268,9 @@ def unseen_summary(folds: dict[str, CompareResult]) -> UnseenResult:
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
-    return "—" if value is None or not np.isfinite(value) else f"{value:+.{digits}f}"
+    if value is None or not np.isfinite(value):
+        return "—"
+    return "0" if abs(value) < 0.5 * 10 ** -digits else f"{value:+.{digits}f}"  # never '+0.00' or '-0.00'
 
 
 ONE_SIDED = "¹"
@@ -288,7 +290,7 @@ def _cells(value: float, low: float, high: float) -> tuple[str, str]:
 
 def _verdict(verdict: str) -> str:
     """A verdict cell: an undecided row says so in words (it was a blank cell)."""
-    return verdict if verdict.split(" ")[0] in ("above", "below", "not") else f"not distinguishable {verdict}".strip()
+    return verdict if verdict.split(" ")[0] in ("above", "below", "not", "no") else f"not distinguishable {verdict}".strip()
 
 
 def unseen_answer(rows: list[dict[str, Any]]) -> str:
@@ -316,8 +318,8 @@ def unseen_markdown(result: UnseenResult) -> str:
              f"in its interval and at least {MIN_LABEL_VALUE_PP} pp. Verdict: one Romano-Wolf step-down over the "
              "verified rows of every table below (each fold and the pooled one; the folds' resamples are independent, "
              "so they are stacked as one draw): above / below 0, blank: undecided; a row that is unverified (the audit "
-             "did not run) or failed its audit is listed with its numbers and 'no verdict', never in the family; adding or "
-             "removing routers can change the verdicts. "
+             "did not run) or failed its audit is listed with its numbers and 'no verdict', never in the family; verdicts are "
+             "family-wise: adding or removing routers can change them. "
              "Intervals: 95 % percentile bootstrap over held-out questions (copies together); pooled: "
              f"folds weighted by their questions. {ONE_SIDED_NOTE}", ""]
     folds = (["pooled"] if any(r["benchmark"] == "pooled" for r in result.rows) else []) + list(result.folds)
