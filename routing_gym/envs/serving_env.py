@@ -153,7 +153,9 @@ class ServingEnv(ReplayEnv):
     `query_id`, `row` (the question shown), `model_id` (the route taken, `""` at reset),
     `completed` (requests paid this step) and their `correct`, `energy_j`, `latency_s` sums and
     `slo_misses`; cumulative `active_energy_j`, `idle_energy_j`, and the clock `time_s`.
-    No `episode` key (SB3's `Monitor` writes it).
+    No `episode` key (SB3's `Monitor` writes it). `env.unwrapped.log` lists the episode's
+    completions so far as (split position, model, correct, joules, seconds, finish time), for
+    evaluation; `arrivals` holds the episode's arrival times.
 
     ## Arguments
     `ServingConfig` (see `default_config()`); ids `RoutingGym/Serving-v0` and
@@ -182,7 +184,10 @@ class ServingEnv(ReplayEnv):
         self._capacity = np.array([r * self.sim.max_batch[m] for m, r in enumerate(replicas)], dtype=np.float64)
         self._prefill_s = np.array([p.prefill_s_per_token for p in self.sim.physics])
         self._prefill_j = np.array([p.prefill_j_per_token for p in self.sim.physics])
-        self._jpt = [p.joules_per_token for p in self.sim.physics]
+        cap = max(self.sim.max_batch)
+        self._jpt_table = np.stack([np.pad(p.joules_per_token, (0, cap + 1 - len(p.joules_per_token)), mode="edge")
+                                    for p in self.sim.physics])
+        self._models = np.arange(k)
         coef = dict(cfg.coefficients)
         self._lambdas = (float(coef.get("lambda_t", 0.0)), float(coef.get("lambda_e", 0.0)), float(coef.get("lambda_p", 0.0)))
         if cfg.reward != "gated_rank":
@@ -194,6 +199,7 @@ class ServingEnv(ReplayEnv):
         self._i = 0
         self._current: int | None = None
         self._pending: dict[int, tuple[int, int, np.ndarray, np.ndarray]] = {}
+        self.log = []
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -202,7 +208,8 @@ class ServingEnv(ReplayEnv):
             self.sampler.restart()
         self.sim.reset()
         self._pending = {}
-        self._times = arrival_times(self.config, self.np_random)
+        self.log: list[tuple[int, int, float, float, float, float]] = []  # (position, model, correct, J, s, finish)
+        self._times = self.arrivals = arrival_times(self.config, self.np_random)
         self._i = 0
         self._current = self._draw(options)
         return self._observe(self._current), self._complete_info(self.core.query_info(self._current))
@@ -241,11 +248,10 @@ class ServingEnv(ReplayEnv):
         """Every candidate's expected latency and joules for the question, at the servers' state now."""
         if self.sim.load_free:
             return self._latency[position], self._energy[position]
-        _, running, wait, tpot = self.sim.model_state(self._mean_out)
+        _, running, wait, tpot = self._state  # the servers when this question arrived (its observation)
         inp, out = self._inp[position], self._out[position]
-        batch = np.minimum(np.floor(running / np.maximum(1, [len(r) for r in self.sim.replicas_of])) + 1,
-                           [p.max_batch for p in self.sim.physics]).astype(int)
-        jpt = np.array([self._jpt[m][b] for m, b in enumerate(batch)])
+        batch = np.minimum(np.floor(running / self.sim._n_reps) + 1, self.sim._caps).astype(int)
+        jpt = self._jpt_table[self._models, batch]
         return wait + inp * self._prefill_s + out * tpot, out * jpt + inp * self._prefill_j
 
     def _pay(self, done: list, info: dict[str, Any]) -> float:
@@ -262,6 +268,7 @@ class ServingEnv(ReplayEnv):
             if c.latency_s > self.config.slo_s:
                 total -= self.config.slo_penalty
                 misses += 1
+            self.log.append((position, a, ok, c.energy_j, c.latency_s, c.finish_s))
             correct += ok
             energy += c.energy_j
             latency += c.latency_s
@@ -275,7 +282,7 @@ class ServingEnv(ReplayEnv):
 
     def _observe(self, position: int) -> dict[str, Any]:
         obs = self._question(position)
-        queue, running, wait, tpot = self.sim.model_state(self._mean_out)
+        self._state = queue, running, wait, tpot = self.sim.model_state(self._mean_out)
         obs.update(queue=queue.astype(np.float32), batch_fill=(running / self._capacity).astype(np.float32),
                    wait_s=wait.astype(np.float32), tpot_s=tpot.astype(np.float32))
         return obs

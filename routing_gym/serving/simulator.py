@@ -69,6 +69,11 @@ class ServingSimulator:
         self._idle_w = [self.physics[m].idle_power_w for m in self.model_of]
         self._prefill_s = [self.physics[m].prefill_s_per_token for m in self.model_of]
         self._prefill_j = [self.physics[m].prefill_j_per_token for m in self.model_of]
+        # model_state's vectorized view: replicas of a model are contiguous, starting at _starts
+        self._starts = np.array([reps[0] for reps in self.replicas_of])
+        self._caps = np.array(caps)
+        self._n_reps = np.array(reps, dtype=np.float64)
+        self._tpot_table = np.stack([np.pad(p.tpot_s, (0, max(caps) + 1 - len(p.tpot_s)), mode="edge") for p in self.physics])
         self.reset()
 
     def reset(self) -> None:
@@ -220,19 +225,13 @@ class ServingSimulator:
         """Per model: queue length, running requests, expected wait before decoding starts
         (0 with a free slot, else the queue ahead served at the full batch's completion rate
         for ``mean_output_tokens``), and the time per output token it would decode at."""
-        k = len(self.physics)
         queue = np.array([len(q) for q in self.queues], dtype=np.float64)
-        running = np.zeros(k)
-        wait = np.zeros(k)
-        tpot = np.zeros(k)
-        for m in range(k):
-            reps = self.replicas_of[m]
-            batches = [self.batch[r] for r in reps]
-            running[m] = sum(batches)
-            cap = self.max_batch[m]
-            least = min(batches)
-            tpot[m] = self._tpot[reps[0]][min(least + 1, cap)]
-            if least >= cap:
-                rate = len(reps) * cap / (self._tpot[reps[0]][cap] * float(mean_output_tokens[m]))
-                wait[m] = (queue[m] + 1.0) / rate
+        batches = np.array(self.batch)
+        running = np.add.reduceat(batches, self._starts).astype(np.float64)
+        least = np.minimum.reduceat(batches, self._starts)
+        rows = np.arange(len(self.physics))
+        tpot = self._tpot_table[rows, np.minimum(least + 1, self._caps)]
+        full = least >= self._caps
+        rate = self._n_reps * self._caps / (self._tpot_table[rows, self._caps] * np.asarray(mean_output_tokens, float))
+        wait = np.where(full, (queue + 1.0) / rate, 0.0)
         return queue, running, wait, tpot
