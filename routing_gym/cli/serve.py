@@ -39,8 +39,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     from routing_gym.eval.serving.evaluate import compare_policies, format_table, policy_names
-    from routing_gym.eval.serving.policies import make_policy
+    from routing_gym.eval.serving.policies import check_policy_names, make_policy
 
+    check_policy_names(policy_names(args.policies), args.reference)  # before any env is built
     env_kwargs = {"tournament": args.tournament, "episode_length": args.episode_length, "rate": args.rate,
                   "arrival": args.arrival, **json_object(args.env_kwargs, "--env-kwargs")}
     names = policy_names(args.policies)

@@ -122,6 +122,24 @@ class PPOPolicy:
         return int(self.model.predict(box, deterministic=True)[0])
 
 
+def check_policy_names(names: list[str], reference: str) -> None:
+    """Raise a usage error for an unknown policy or agent name, or a reference not among ``names``."""
+    from routing_gym.errors import UsageError
+
+    unknown = [n for n in names if n not in (*HEURISTICS, "ppo") and not n.startswith("agent:")]
+    if unknown:
+        raise UnknownNameError("serving policy", unknown[0], [*HEURISTICS, "agent:<name>", "ppo"])
+    agents = [n.split(":", 1)[1] for n in names if n.startswith("agent:")]
+    if agents:
+        from routing_gym_agents.registry import list_agents, unknown_agent_error
+
+        missing = [a for a in agents if a not in list_agents()]
+        if missing:
+            raise unknown_agent_error(missing[0])
+    if reference not in names:
+        raise UsageError(f"--reference {reference!r} is not among the policies run ({', '.join(names)})")
+
+
 def make_policy(name: str, env: Any, seed: int = 0, ppo_timesteps: int = 20_000,
                 env_kwargs: dict[str, Any] | None = None) -> Any:
     """A policy by name: a heuristic, ``agent:<registered name>``, or ``ppo``."""
