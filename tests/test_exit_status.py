@@ -39,6 +39,8 @@ CASES: dict[str, tuple[list[str], list[str] | None]] = {
     "rewards": (["rewards", "--nope"], None),
     "collapse": (["collapse", "--agent", "linucbb", "--tournament", GOOD, "--out", "{tmp}/x"],
                  ["collapse", "--agent", "linucb", "--tournament", BAD, "--out", "{tmp}/x"]),
+    "serve": (["serve", "--tournament", GOOD, "--policies", "jsqq", "--out", "{tmp}/x"],
+              ["serve", "--tournament", BAD, "--policies", "jsq", "--out", "{tmp}/x"]),
     "collect run": (["collect", "run", "{tmp}/no-such-config.yaml", "--out", "{tmp}/run"], None),
     "collect sweep": (["collect", "sweep", "{tmp}/no-such-config.yaml", "--out", "{tmp}/run"], None),
     "collect status": (["collect", "status"], ["collect", "status", "{tmp}/no-data"]),

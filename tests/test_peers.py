@@ -45,7 +45,7 @@ def signature(info: dict) -> list[tuple]:
 
 
 def test_every_family_and_variant_is_registered():
-    assert len(IDS) == 49 and {"RoutingGym/Budget-v0", "RoutingGym/MO-PaperPool-features-v0"} <= set(IDS)
+    assert len(IDS) == 51 and {"RoutingGym/Budget-v0", "RoutingGym/MO-PaperPool-features-v0"} <= set(IDS)
     assert all(env_id in IDS for env_id in PRESET_IDS.values())
 
 

@@ -31,6 +31,7 @@ ENV_PAGES = (
     ("budget", "routing_gym.envs.budget_env:BudgetRoutingEnv", "RoutingGym/Budget-v0"),
     ("changing-pool", "routing_gym.envs.changing_pool_env:ChangingPoolEnv", "RoutingGym/ChangingPool-v0"),
     ("multi-turn", "routing_gym.envs.multiturn_env:MultiTurnRoutingEnv", "RoutingGym/MultiTurn-v0"),
+    ("serving", "routing_gym.envs.serving_env:ServingEnv", "RoutingGym/Serving-v0"),
 )
 
 

@@ -132,6 +132,7 @@ COMMAND_MODULES = (
     "routing_gym.cli.sweep",
     "routing_gym.cli.rewards",
     "routing_gym.cli.collapse",
+    "routing_gym.cli.serve",
     "routing_gym.cli.collect",
     "routing_gym.cli.experiments",
 )

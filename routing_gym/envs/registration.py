@@ -7,6 +7,7 @@
 | `RoutingGym/ChangingPool-v0` | `ChangingPoolEnv` |
 | `RoutingGym/MultiTurn-v0` | `MultiTurnRoutingEnv` |
 | `RoutingGym/Procedural-v0` and one id per procedural preset | `RoutingEnv` over a generated tournament |
+| `RoutingGym/Serving-v0` (and `-features-v0`) | `ServingEnv`: routing under load, servers that batch (`routing_gym.serving`) |
 
 Every id also comes as ``<name>-features-v0``: the same env with a ``Box`` observation
 (``observation="features"``, which every id accepts: ``BoxObservation``, the featurizer fitted
@@ -50,6 +51,7 @@ from routing_gym.envs.replay import unexpected_keyword_error
 from routing_gym.envs.routing_env import RoutingEnv, default_config
 
 REPLAY_ID = "RoutingGym/Replay-v0"
+SERVING_ID = "RoutingGym/Serving-v0"
 BUDGET_ID = "RoutingGym/Budget-v0"
 CHANGING_POOL_ID = "RoutingGym/ChangingPool-v0"
 MULTITURN_ID = "RoutingGym/MultiTurn-v0"
@@ -140,6 +142,31 @@ def make_changing_pool_env(**kwargs: Any) -> gym.Env:
 def make_multiturn_env(**kwargs: Any) -> gym.Env:
     """Entry point of ``RoutingGym/MultiTurn-v0`` and its variant: a ``MultiTurnRoutingEnv``."""
     return with_observation(MultiTurnRoutingEnv, **kwargs)
+
+
+def make_serving_env(**kwargs: Any) -> gym.Env:
+    """Entry point of ``RoutingGym/Serving-v0`` and its variant: a ``ServingEnv`` (routing under load)."""
+    from routing_gym.envs.serving_env import ServingEnv
+
+    return with_observation(ServingEnv, **kwargs)
+
+
+def make_serving_vector_env(num_envs: int = 1, **kwargs: Any) -> gym.vector.SyncVectorEnv:
+    """``vector_entry_point`` of the serving ids: ``make_sync_vector_env`` of ``RoutingGym/Serving-v0``."""
+    return make_sync_vector_env(SERVING_ID, num_envs, **kwargs)
+
+
+def serving_ids() -> list[str]:
+    """``RoutingGym/Serving-v0`` and its ``-features-v0`` id (kept out of ``registered_ids``:
+    they have no stream or MO twin)."""
+    return [SERVING_ID, features_id(SERVING_ID)]
+
+
+def register_serving_ids() -> None:
+    for variant, extra in ((SERVING_ID, {}), (features_id(SERVING_ID), {"observation": "features"})):
+        if variant not in gym.registry:
+            gym.register(variant, entry_point=f"{_HERE}:make_serving_env",
+                         vector_entry_point=f"{_HERE}:make_serving_vector_env", kwargs=extra)
 
 
 def make_mo_replay_env(**kwargs: Any) -> gym.Env:
@@ -311,6 +338,7 @@ def register_all() -> None:
             if variant not in gym.registry:
                 gym.register(variant, entry_point=entry_point, vector_entry_point=vector, kwargs={**base, **extra})
     register_mo_ids()
+    register_serving_ids()
     register_gym_plugin()  # into old gym's registry too, when it is loaded
 
 

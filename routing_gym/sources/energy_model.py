@@ -257,7 +257,7 @@ def load_mlenergy(data_dir: str | os.PathLike | None = None, task: str = "chat",
         bs, tp, pp = (int(g) for g in m.groups())
         rows.append({"model": model, "batch_size": bs, "tp": tp, "pp": pp, "n_gpus": tp * pp,
                      "joules_per_token": energy / tokens, "tpot_s": tpot, "avg_batch": avg_batch,
-                     "tokens_per_s": throughput, "file": str(path.relative_to(data_root(data_dir)))})
+                     "tokens_per_s": throughput, "energy_j": energy, "output_tokens": tokens, "file": str(path.relative_to(data_root(data_dir)))})
     if not rows:
         raise RoutingGymError(f"{root}: no bs*+tp*+pp*.json measurement files")
     return pd.DataFrame(rows)
