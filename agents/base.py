@@ -429,6 +429,10 @@ class Agent(ABC):
     trains_on_reward: ClassVar[bool] = True
     # True: add_models estimates a new model's parameters from its calibration outcomes.
     describes_new_models: ClassVar[bool] = False
+    # False: fit never reads FitContext.seed (nor draws unseeded randomness), so every seed routes
+    # alike; compare then fits and audits the agent once and reports that run for each seed
+    # (tests/test_seed_dependence.py fits every registered agent so declared with two seeds).
+    seed_dependent: ClassVar[bool] = True
 
     @property
     def deployable(self) -> bool:

@@ -56,6 +56,7 @@ class FixedModel(Agent):
     name = "fixed"
 
     feedback = "full"
+    seed_dependent = False
     trains_on_reward = False  # one model, whatever the reward
 
     def __init__(self, model_id: str | None = None, size: Literal["smallest", "medium", "largest"] | None = None):
@@ -100,6 +101,7 @@ class PerBenchmark(Agent):
 
     name = "per-benchmark"
     feedback = "full"
+    seed_dependent = False
     cost_knob = PER_BENCHMARK_KNOB  # routing reads mu, training does not: frontier fits once
 
     def __init__(self, mu: float | None = None):
@@ -182,6 +184,7 @@ class Oracle(Agent):
 
     name = "oracle"
     feedback = "full"
+    seed_dependent = False
     privileged = frozenset({"test_outcomes"})
 
     def __init__(self, tie_break: str = "auto"):

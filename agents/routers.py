@@ -83,6 +83,7 @@ class KNNRouter(_TextRouter):
     """Per-model error of the ``k`` nearest training questions (cosine), plus a cost term."""
 
     name = "knn"
+    seed_dependent = False
     cost_knob = COST_WEIGHT_KNOB
 
     def __init__(self, k: int = 10, cost_weight: float = 0.1, **kwargs: Any):
@@ -181,6 +182,7 @@ class RouteLLMRouter(_TextRouter):
     """
 
     name = "routellm"
+    seed_dependent = False
     cost_knob = CostKnob("alpha", applies="act", cheaper_when="higher", grid=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9))
 
     def __init__(self, alpha: float = 0.5, C: float = 1.0, **kwargs: Any):
@@ -313,6 +315,7 @@ class Smoothie(Agent):
 
     name = "smoothie"
     feedback = "full"
+    seed_dependent = False
     trains_on_reward = False  # label-free: answer consensus
     privileged = frozenset({"outputs"})
 
