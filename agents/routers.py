@@ -1,6 +1,7 @@
 """Routing baselines after the reference paper's Table 2, built on scikit-learn.
 
-- ``knn``: per-model error averaged over the question's nearest training questions, plus a
+- ``knn``: per-model error averaged over the question's nearest training questions (cosine; found
+  exactly, as Euclidean neighbours of unit vectors by scikit-learn's GEMM search), plus a
   cost term: route to ``argmin_m err_m(x) + cost_weight * cost_m``.
 - ``uniroute``: the same rule with ``err_m`` the error of the question's k-means cluster
   (UniRoute, Jitkrittum et al. 2025), shrunk towards the global error for small clusters.
@@ -98,8 +99,8 @@ class KNNRouter(_TextRouter):
         from sklearn.preprocessing import normalize
 
         # Cosine neighbours as Euclidean ones of unit vectors (|a - b|^2 = 2 - 2 cos): the same
-        # neighbours, found by scikit-learn's GEMM-based exact search (~5x faster than its cosine
-        # metric; experiments/bench_compare.py --knn-check measures both on one tournament).
+        # neighbours up to ties, found by scikit-learn's GEMM-based exact search, several times
+        # faster than its cosine metric (experiments/bench_compare.py --knn-check measures both).
         X = normalize(self.train_features(ctx))
         self.index = NearestNeighbors(n_neighbors=min(self.k, len(X)), algorithm="brute", metric="euclidean").fit(X)
         outcomes = ctx.train_outcomes()
