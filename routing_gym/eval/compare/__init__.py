@@ -215,7 +215,7 @@ def run_jobs(jobs: Sequence[CompareJob], executor: str = "local", *, workers: in
     saved = sum(len(job.records) for job in jobs)
     bar = _Progress(len(tasks), progress)
     if saved and bar.enabled:
-        print(f"compare: {saved} of {total} cells already saved (resumed); running {len(tasks)}",
+        print(f"compare: {saved} of {total} cells already saved (resumed); running the other {len(tasks)}",
               file=sys.stderr, flush=True)
     payloads = {job.group: job.tournament for job in jobs}
     try:
