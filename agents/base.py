@@ -433,6 +433,10 @@ class Agent(ABC):
     # a label-only or a random router): compare keeps it out of the content-gain family, and it is never
     # "routes beyond the task label" (its population content gain is at most 0 by construction).
     reads_question: ClassVar[bool] = True
+    # False: fit never reads FitContext.seed (nor draws unseeded randomness), so every seed routes
+    # alike; compare then fits and audits the agent once and reports that run for each seed
+    # (tests/test_seed_dependence.py fits every registered agent so declared with two seeds).
+    seed_dependent: ClassVar[bool] = True
 
     @property
     def deployable(self) -> bool:

@@ -56,6 +56,7 @@ class FixedModel(Agent):
     name = "fixed"
 
     feedback = "full"
+    seed_dependent = False
     trains_on_reward = False  # one model, whatever the reward
     reads_question = False
 
@@ -101,6 +102,7 @@ class PerBenchmark(Agent):
 
     name = "per-benchmark"
     feedback = "full"
+    seed_dependent = False
     cost_knob = PER_BENCHMARK_KNOB  # routing reads mu, training does not: frontier fits once
     reads_question = False  # the benchmark label only
 
@@ -185,6 +187,7 @@ class Oracle(Agent):
 
     name = "oracle"
     feedback = "full"
+    seed_dependent = False
     privileged = frozenset({"test_outcomes"})
 
     def __init__(self, tie_break: str = "auto"):

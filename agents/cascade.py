@@ -41,6 +41,7 @@ class CascadeAgent(Agent):
     """
 
     feedback = "full"
+    seed_dependent = False
     trains_on_reward = False  # a fixed chain by training joules
 
     def __init__(self, chain: str = "cheapest", max_rungs: int | None = None):

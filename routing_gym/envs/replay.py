@@ -198,7 +198,8 @@ class ReplayCore:
         return out
 
     def observation(self, position: int, include_difficulty: bool) -> dict[str, Any]:
-        obs: dict[str, Any] = {"text": self.texts[position], "benchmark": int(self.benchmarks[position])}
+        # ndarray.item: a Python scalar without a numpy scalar in between (a step's cost is its lookups)
+        obs: dict[str, Any] = {"text": self.texts[position], "benchmark": self.benchmarks.item(position)}
         if include_difficulty:
             obs["difficulty"] = self.difficulty[position : position + 1].copy()
         return obs
@@ -213,7 +214,7 @@ class ReplayCore:
     def query_info(self, position: int) -> dict[str, Any]:
         """The query's id and tournament row: handles for logs and tests. An agent learns what a
         query is from its observation (it holds no tournament to look a row up in)."""
-        return {"query_id": self.query_ids[position], "row": int(self.rows[position])}
+        return {"query_id": self.query_ids[position], "row": self.rows.item(position)}
 
     def route_info_defaults(self) -> dict[str, Any]:
         """Every key of ``route_info`` with its value where it does not apply (see
@@ -227,22 +228,24 @@ class ReplayCore:
         ``model_id`` then ``""``)."""
         info = self.query_info(position)
         if self.reward is not None:
-            info["oracle_reward"] = float(self.oracle_reward[position])
+            info["oracle_reward"] = self.oracle_reward.item(position)
         if action is None:
             info.update(model_id="", valid=False, correct=0.0, energy_j=0.0, latency_s=0.0, mean_power_w=0.0)
             return info
-        o = self.outcomes
-        info.update(
-            model_id=self.model_ids[action],
-            valid=True,
-            correct=float(o.correct[position, action]),
-            energy_j=float(o.energy_j[position, action]),
-            latency_s=float(o.latency_s[position, action]),
-            mean_power_w=float(o.mean_power_w[position, action]),
-        )
-        for name, values in self.components.items():
-            info[name] = float(values[position, action])
+        info["model_id"], info["valid"] = self.model_ids[action], True
+        names, values = self._route_values
+        info.update(zip(names, values[position, action].tolist()))
         return info
+
+    @functools.cached_property
+    def _route_values(self) -> tuple[list[str], np.ndarray]:
+        """``route_info``'s per-route numbers, names and a ``[n, K, names]`` float64 stack (built
+        at the first step): one lookup gives a route's Python floats (numpy scalars one at a time
+        were most of a step's time)."""
+        o = self.outcomes
+        named = {"correct": o.correct, "energy_j": o.energy_j, "latency_s": o.latency_s,
+                 "mean_power_w": o.mean_power_w, **self.components}
+        return list(named), np.stack([np.asarray(v, dtype=np.float64) for v in named.values()], axis=-1)
 
     def score(self, actions: Any, allowed: np.ndarray | None = None) -> BatchResult:
         """One action per query of the split (split order), vectorized, by the one scorer."""
@@ -277,7 +280,7 @@ class QuerySampler:
             self._cursor = 0
             if self.order == "shuffle":
                 self._order = rng.permutation(self.n)
-        position = int(self._order[self._cursor])
+        position = self._order.item(self._cursor)
         self._cursor += 1
         return position
 
@@ -398,7 +401,8 @@ class ReplayEnv(BanditView, gym.Env):
     # ------------------------------------------------------------------ internals
     def _draw(self, options: dict[str, Any] | None) -> int:
         """The position of the next query, or the one pinned by ``options``."""
-        options = options or {}
+        if not options:
+            return self.sampler.next(self.np_random)
         if "query_id" in options:
             return self.core.position_of(options["query_id"])
         if "index" in options:

@@ -113,7 +113,10 @@ class RoutingEnv(ReplayEnv):
         if self._current is None:
             raise RoutingGymError("step() called before reset() (or after the episode ended): reset() shows the first query")
         mask = self._valid_now()
-        a = self._checked_action(action, self.action_space.n, mask, self.config.invalid_action)
+        n_actions = self.action_space.n
+        # a plain in-range int with every model valid needs none of the action rule's checks
+        a = action if mask is None and type(action) is int and 0 <= action < n_actions else \
+            self._checked_action(action, n_actions, mask, self.config.invalid_action)
         position, self._current = self._current, None
         info = self.core.route_info(position, a)
         if a is None:
@@ -123,7 +126,7 @@ class RoutingEnv(ReplayEnv):
         if mask is not None:  # the best reward among the actions valid now
             info["oracle_reward"] = float(self.core.reward_matrix[position][mask].max())
         self._add_info(info)
-        reward = float(self.reward.invalid_penalty if a is None else self.core.reward_matrix[position, a])
+        reward = float(self.reward.invalid_penalty) if a is None else self.core.reward_matrix.item(position, a)
         if self.config.stream is None:
             return self._observe(position), reward, True, False, self._complete_info(info)
         # A stream: show the next query; the last one shown when the stream is cut is never routed.
@@ -165,4 +168,4 @@ class RoutingEnv(ReplayEnv):
         """Extra step info of a variant."""
 
     def _observe(self, position: int) -> dict[str, Any]:
-        return self._question(position)
+        return self.core.observation(position, self.config.include_difficulty)  # ReplayEnv._question, one call less

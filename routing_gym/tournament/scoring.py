@@ -56,6 +56,8 @@ def action_index(action: Any) -> int | None:
     """One action as a model index, or None when it is not an integer or integral float.
 
     Range is not checked here (the caller knows K and the pool)."""
+    if type(action) is int:  # the common case first: an env step's cost is mostly such checks
+        return action
     if isinstance(action, (bool, np.bool_)):
         return None
     if isinstance(action, np.ndarray):

@@ -44,6 +44,7 @@ from routing_gym.eval.compare.cells import (
     RunRecord,
     Scorer,
     agent_resources,
+    agent_seed_dependent,
     cell_fingerprint,
     check_agent_kwargs,
     failed_record,
@@ -52,6 +53,7 @@ from routing_gym.eval.compare.cells import (
     run_cell,
     save_cell,
     scoring_env,
+    shared_seed,
 )
 from routing_gym.eval.compare.report import markdown_report, write_outputs
 from routing_gym.eval.compare.statistics import CompareResult, aggregate
@@ -143,6 +145,13 @@ class CompareJob:
                 record = load_cell(self.cells_dir, *cell, self.fingerprints[cell])
                 if record is not None:
                     self.records[cell] = record
+        # Agents whose fit ignores the seed (Agent.seed_dependent False) run one cell, fit and audit
+        # once; every other seed gets that cell's record (shared_seeds).
+        self.seed_free = {name for name in names if not agent_seed_dependent(name)}
+        for name in self.seed_free:
+            done = next((self.records[(name, s)] for s in seeds if (name, s) in self.records), None)
+            if done is not None:
+                self._share(done)
 
     @property
     def group(self) -> str:
@@ -151,8 +160,22 @@ class CompareJob:
         return f"{self.tournament.fingerprint}-{self.tournament.split_fingerprint}"
 
     def tasks(self) -> list[Task]:
+        todo = [(name, seed) for name, seed in self.cells if (name, seed) not in self.records]
+        first = {name: seed for name, seed in reversed(todo)}  # a seed-free agent runs its first missing seed only
         return [Task(f"{self.label}{name}-{seed}", self.group, (self.settings[name], name, seed), agent_resources(name))
-                for name, seed in self.cells if (name, seed) not in self.records]
+                for name, seed in todo if name not in self.seed_free or first[name] == seed]
+
+    def _share(self, record: RunRecord) -> list[RunRecord]:
+        """A seed-free agent's finished cell given to its seeds that have none (and saved)."""
+        shared = []
+        for seed in self.config.seed_list:
+            cell = (record.method, seed)
+            if cell not in self.records:
+                self.records[cell] = copy = shared_seed(record, seed)
+                if self.cells_dir is not None and copy.status == "ok":
+                    save_cell(self.cells_dir, copy, self.fingerprints[cell])
+                shared.append(copy)
+        return shared
 
     def accept(self, task: Task, value: RunRecord | Lost) -> RunRecord:
         _, name, seed = task.args
@@ -161,6 +184,8 @@ class CompareJob:
         self.records[(name, seed)] = value
         if self.cells_dir is not None and value.status == "ok":  # a failed cell is run again by a rerun
             save_cell(self.cells_dir, value, self.fingerprints[(name, seed)])
+        if name in self.seed_free:  # a failure too: every seed would fail alike
+            self._share(value)
         return value
 
     def result(self) -> CompareResult:
@@ -187,7 +212,7 @@ def run_jobs(jobs: Sequence[CompareJob], executor: str = "local", *, workers: in
             owner[task.key] = job
             tasks.append(task)
     total = sum(len(job.cells) for job in jobs)
-    saved = total - len(tasks)
+    saved = sum(len(job.records) for job in jobs)
     bar = _Progress(len(tasks), progress)
     if saved and bar.enabled:
         print(f"compare: {saved} of {total} cells already saved (resumed); running the other {len(tasks)}",

@@ -6,6 +6,9 @@ is logged through ``FitContext.step_hooks``), ``act_batch`` on the held-out spli
 with ``RoutingEnv.evaluate`` under one common reward (``Scorer``, which also gives the
 "always <model>" rows).
 
+An agent whose fit ignores the seed (``Agent.seed_dependent = False``) runs one cell; its
+other seeds get that cell's record (``shared_seed``; ``CompareJob``), audit included.
+
 ``run_cell`` is a top-level function, so an executor can run it in this process, a spawned
 process pool or Ray tasks (``routing_gym.eval.execution.executors``). A finished cell is saved under
 ``cells/`` keyed by a fingerprint of what decides it (``cell_fingerprint``, ``save_cell``,
@@ -32,7 +35,7 @@ import os
 import re
 import traceback
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -248,6 +251,20 @@ def failed_record(name: str, seed: int, error: str) -> RunRecord:
     cls = AGENTS[name][0]
     return RunRecord(name, seed, "agent", "failed", feedback=str(getattr(cls, "feedback", "")),
                      deployable=not getattr(cls, "privileged", frozenset()), error=error)
+
+
+def agent_seed_dependent(name: str) -> bool:
+    """False when agent ``name`` declares that its fit ignores the seed (``Agent.seed_dependent``)."""
+    from routing_gym_agents.registry import AGENTS, load_plugins
+
+    load_plugins()
+    return bool(getattr(AGENTS[name][0], "seed_dependent", True))
+
+
+def shared_seed(record: RunRecord, seed: int) -> RunRecord:
+    """A seed-free agent's cell (fitted, run and audited once) as the record of ``seed``: the same
+    actions, scores and audit; ``fit_s``, ``act_s`` and ``audit_s`` are those of the one run."""
+    return replace(record, seed=seed, audit=dict(record.audit) if record.audit is not None else None)
 
 
 def agent_resources(name: str) -> dict[str, float]:
