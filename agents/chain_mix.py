@@ -37,6 +37,7 @@ class ChainMix(Agent):
     name = "chain-mix"
     feedback = "full"
     trains_on_reward = False  # the chain is chosen from accuracy and joules, whatever the reward
+    reads_question = False  # the coin hashes the text but reads nothing in it
 
     def __init__(self, chain: Literal["fixed", "task"] = "task", segment: int = 0, weight: float = 0.5,
                  seed: int | None = None):

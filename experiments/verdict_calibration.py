@@ -60,6 +60,7 @@ from routing_gym.eval.core import familywise
 from routing_gym.sources.synthetic import generate, preset_config
 from routing_gym.tournament import Tournament
 from routing_gym_agents import register_agent
+from routing_gym_agents.registry import AGENTS as REGISTERED
 from routing_gym_agents.baselines import PerBenchmark
 from routing_gym_agents.chain_mix import ChainMix
 from results_readme import write_readme  # experiments/results_readme.py
@@ -71,7 +72,11 @@ MIXES = {"mix-task-a": dict(chain="task", segment=-2, weight=0.5), "mix-task-b":
          "mix-task-c": dict(chain="task", segment=-6, weight=0.7), "mix-fixed-a": dict(chain="fixed", segment=-1, weight=0.5),
          "mix-fixed-b": dict(chain="fixed", segment=-2, weight=0.4), "mix-fixed-c": dict(chain="fixed", segment=-3, weight=0.6)}
 for _name, _defaults in MIXES.items():
-    register_agent(_name, **_defaults)(ChainMix)
+    # Stand-ins for content routers whose population gain is 0: chain-mix itself declares that it cannot read the
+    # question (compare keeps it out of the content family); these join the family as a reader would. This file is
+    # imported again by compare's audit worker and by the `imports` of the compare it runs: register once per process.
+    if _name not in REGISTERED:
+        register_agent(_name, **_defaults)(type(_name.title().replace("-", ""), (ChainMix,), {"name": _name, "reads_question": True}))
 register_agent("label-mu", mu=0.2)(PerBenchmark)  # a label router at accuracy - 0.2 x J / J_ref
 AGENTS = ["per-benchmark", "label-mu", *MIXES, "knn", "linucb", "random"]
 # cell -> (preset, generator overrides)
