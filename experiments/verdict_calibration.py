@@ -169,7 +169,7 @@ def wilson(successes: int, n: int) -> tuple[float, float]:
         return math.nan, math.nan
     p = successes / n
     centre, half = (p + Z * Z / (2 * n)) / (1 + Z * Z / n), Z * math.sqrt(p * (1 - p) / n + Z * Z / (4 * n * n)) / (1 + Z * Z / n)
-    return centre - half, centre + half
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def rate(flags: pd.Series) -> dict[str, Any]:
