@@ -1,4 +1,4 @@
-"""Issue 33's committed results: why no router reads the question (``routing-gym headroom``).
+"""Issues 33 and 60's committed results: why no router reads the question (``routing-gym headroom``).
 
 Runs ``routing-gym headroom`` on llmrouter, mmlu-pro, zeroeval-math and specialist-pool (the runs
 of ``PLAN``: which routers where, and two runs with the routers' text forced on), each as its own process so its wall time, CPU time and peak memory are its own (``os.wait4``), into
@@ -6,6 +6,10 @@ of ``PLAN``: which routers where, and two runs with the routers' text forced on)
 writes ``README.md`` there (this command, the ladder and the AUCs of every tournament, the
 pairwise AUCs against 0.5, and the answer to "does a router read the question?")
 from what the runs wrote. ``--summary-only`` rewrites the README from the folders already there.
+"Before" columns read the same files as committed at ``BEFORE_COMMIT`` (``git show``), before
+issue 60 (a leak-free map whose curves could cross, a whole-tournament step with the router
+chosen outside the folds). The simulation with known truth (``simulation.planted_pool``) is run
+here too, into ``simulation.json``.
 
 The content routers are those of ``headroom.DEFAULT_ROUTERS`` that are registered. gbdt reads
 e5 embeddings by default; where a tournament's prompts are not all in the shared e5 store yet
@@ -44,6 +48,9 @@ PLAN = (("llmrouter", None, False), ("mmlu-pro", ("cost-aware", "irt", "mf"), Fa
         ("zeroeval-math", ("cost-aware", "irt", "mf"), False), ("specialist-pool", ("cost-aware", "irt", "mf"), False),
         ("llmrouter", ("cost-aware", "irt"), True), ("mmlu-pro", ("cost-aware", "irt"), True),
         (IMPORTED, ("cost-aware", "irt", "mf"), False))
+BEFORE_COMMIT = "14a68bd"  # the committed results before issue 60
+AUC_LEAK_FREE_MAX = 0.55  # issue 60: a difficulty map that cannot say who wins
+SIMULATION = ((0.0, "independent outcomes across models (truth 0)"), (3.0, "planted shared difficulty (truth known)"))
 FORCED_STRENGTH = 0.01  # a middle L2 penalty of cost-aware's and irt's candidates: the text on, never the label alone
 COMMAND = "ROUTING_GYM_DATA_DIR=../shared/data OMP_NUM_THREADS=1 python experiments/headroom_study.py"
 
@@ -146,11 +153,45 @@ def _at(rung: dict[str, Any] | None) -> str:
     return f"{_ci(rung['content_gain_pp'], rung['ci'])} at {rung['mean_j']:,.0f} J"
 
 
+def before(folder: str) -> dict[str, Any] | None:
+    """A folder's headroom.json as committed at ``BEFORE_COMMIT`` (None where it was not there)."""
+    done = subprocess.run(["git", "show", f"{BEFORE_COMMIT}:experiments/results/headroom/{folder}/headroom.json"], cwd=ROOT,
+                          capture_output=True, text=True)
+    return json.loads(done.stdout) if done.returncode == 0 else None
+
+
+def simulation(partitions: int = 5, bootstrap: int = 1000) -> dict[str, Any]:
+    """The leak-free, inclusive and crossing ceilings beside the known truth on ``planted_pool``s."""
+    from routing_gym.eval.headroom import HeadroomConfig, leak_free_ceiling
+    from routing_gym.eval.headroom.simulation import planted_pool
+
+    out = {}
+    for shared, label in SIMULATION:
+        t, known = planted_pool(4000, 8, shared, seed=1)
+        lf = leak_free_ceiling(HeadroomConfig(tournament=t, n_bootstrap=bootstrap), t, partitions, known=known)
+        out[label] = {"shared": shared, **{k: lf[k] for k in ("known", "leak_free", "inclusive", "crossing")}}
+    return out
+
+
+def current(r: dict[str, Any]) -> bool:
+    """Whether a headroom.json was written by this version (nested whole-tournament step)."""
+    whole = r.get("whole_tournament") or {}
+    return "seeds" in whole or ("skipped" in whole and "routers" in whole)
+
+
 def summary(costs: dict[str, dict[str, Any]]) -> str:
     """README.md from every tournament's headroom.json and the runs' costs."""
+    from routing_gym.eval.headroom.whole import familywise_over
+
     results = {n: json.loads((OUT / n / "headroom.json").read_text()) for n in TOURNAMENTS if (OUT / n / "headroom.json").exists()}
+    stale = [n for n, r in results.items() if not current(r)]
+    results = {n: r for n, r in results.items() if current(r)}
     forced = {n: json.loads((OUT / f"{n}-text-forced" / "headroom.json").read_text()) for n in TOURNAMENTS
               if (OUT / f"{n}-text-forced" / "headroom.json").exists()}
+    stale += [f"{n}-text-forced" for n, r in forced.items() if not current(r)]
+    forced = {n: r for n, r in forced.items() if current(r)}
+    old = {n: before(n) for n in results}
+    costs = {f: c for f, c in costs.items() if f in results or f.removesuffix("-text-forced") in forced}
     rungs = ("fixed_model_hull", "task_aware_hull", "content_router", "shared_difficulty", "oracle")
     lines = ["# Headroom: why no router reads the question", "",
              f"Written by `{COMMAND}` (the runs of its `PLAN`, each listed under Cost); each folder holds `headroom.json`, `table.md` and "
@@ -159,6 +200,8 @@ def summary(costs: dict[str, dict[str, Any]]) -> str:
              f"`{IMPORTED}` is imported (`imported_tournament`): mmlu-pro's outcomes exported as a long table whose task label "
              "is each question's source dataset (4 labels: ori_mmlu, stemez, theoremQA, scibench) instead of its subject "
              "(14), read back by `routing-gym data import`; its joules are derived (ML.ENERGY joules per token).", "",
+             *([f"Not rerun with this version (their folders are as committed before, and left out of every table "
+                f"here): {', '.join(stale)}.", ""] if stale else []),
              "## The ladder: content gain over the task-aware yardstick (pp, 95 % paired bootstrap CI) at each rung's test joules",
              "", "Each rung spends the budget on train (knobs chosen there); on test it lands where it lands, so each gain is "
              "read against the yardstick (chosen on train) at the rung's own test joules, shown beside it. The yardstick's "
@@ -184,42 +227,80 @@ def summary(costs: dict[str, dict[str, Any]]) -> str:
         cells = [_ci(steps[g]["content_gain_step_pp"], steps[g]["ci"]) if g in steps else "—"
                  for g in ("task_aware_hull", "content_router", "shared_difficulty")]
         lines.append(f"| {name} | {r['budget_j']:,.1f} | " + " | ".join(cells) + " |")
-    lines += ["", "## The difficulty ceiling: leak-free beside inclusive", "",
+    lines += ["", "## The difficulty ceiling: leak-free beside inclusive, before -> after", "",
               "Leak-free: route among a random half of the pool and read each question's difficulty from the other half "
               "(never routed), 5 halvings. Inclusive: the same half-pools reading their own outcomes (an upper bound: it "
-              "partly knows who was right). Each ceiling is the rung's step over the label rung at the half-pool's budget "
-              "(both read along their test curves there), pp with 95 % CI. The map's form is chosen on train by "
-              "cross-fitted log loss; the last column is the full-pool inclusive ceiling under every form.", "",
-              "| Tournament | Leak-free step pp [CI] | Leak-free pairwise AUC | Inclusive step pp [CI] | Inclusive pairwise AUC | "
-              "Form (chosen on train) | Full-pool inclusive ceiling over forms |", "|---|---:|---:|---:|---:|---|---:|"]
+              "partly knows who was right). After: the map has a shared shape (logit P(k right | q in b) = a_bk + g_b(d): "
+              "difficulty never re-orders models) and both rungs are read on one grid of joules fixed on train (the step "
+              "over the label rung averaged over 8 joule values). Before (commit " + BEFORE_COMMIT + "): each model its own "
+              "curve (curves may cross) and both read at the budget the leak-free rung chose. Crossing: the after-run's "
+              "leak-free share through the crossing map, a labelled upper variant. pp with 95 % CI.", "",
+              "| Tournament | Leak-free before | Leak-free after | Leak-free pairwise AUC before -> after | Inclusive before | "
+              "Inclusive after | Leak-free <= inclusive (after) | Crossing (upper variant) [AUC] |",
+              "|---|---:|---:|---|---:|---:|---|---:|"]
     for name, r in results.items():
-        free, forms = r.get("leak_free"), r.get("forms")
+        free, prev = r.get("leak_free"), (old.get(name) or {}).get("leak_free")
         if not free:
             continue
-        lf, inc = free["leak_free"], free["inclusive"]
-        span = f"{forms['range_pp'][0]:+.1f} to {forms['range_pp'][1]:+.1f}" if forms else "—"
-        lines.append(f"| {name} | {_ci(lf['step_over_label_pp'], lf['ci'])} | {_auc(lf['pairwise_auc'])} | "
-                     f"{_ci(inc['step_over_label_pp'], inc['ci'])} | {_auc(inc['pairwise_auc'])} | "
-                     f"{forms['chosen'] if forms else '—'} | {span} |")
-    lines += ["", "## The content router over the whole tournament", "",
-              "The best router cross-fitted in 5 folds over the training and held-out splits together (every question "
-              "scored by a fit that never saw it), beside the label rung cross-fitted the same way; the step is what reading "
-              "the text adds. Skipped where its predicted fitting time is over the run's budget (`--whole-budget-s`).", "",
-              "| Tournament | Router | Held-out split: content gain | Whole: content gain | Whole: label rung | "
-              "Whole: step over the label [CI] | CI width, split -> whole |", "|---|---|---:|---:|---:|---:|---|"]
-    for name, r in {**results, **{f"{n}-text-forced": f for n, f in forced.items()}}.items():
-        whole, split = r.get("whole_tournament"), r["rungs"].get("content_router")
-        if not whole or not split:
+        lf, inc, cross = free["leak_free"], free["inclusive"], free["crossing"]
+        was = (lambda k, key: prev[k][key] if prev else None)  # noqa: E731
+        auc_ok = lf["pairwise_auc"] <= AUC_LEAK_FREE_MAX
+        order_ok = lf["step_over_label_pp"] <= inc["step_over_label_pp"]
+        lines.append(f"| {name} | {_ci(was('leak_free', 'step_over_label_pp'), was('leak_free', 'ci'))} | "
+                     f"{_ci(lf['step_over_label_pp'], lf['ci'])} | {_auc(was('leak_free', 'pairwise_auc'))} -> "
+                     f"{_auc(lf['pairwise_auc'])} (<= {AUC_LEAK_FREE_MAX}: {'yes' if auc_ok else 'NO'}) | "
+                     f"{_ci(was('inclusive', 'step_over_label_pp'), was('inclusive', 'ci'))} | "
+                     f"{_ci(inc['step_over_label_pp'], inc['ci'])} | {'yes' if order_ok else 'NO'} | "
+                     f"{_ci(cross['step_over_label_pp'], cross['ci'])} [{_auc(cross['pairwise_auc'])}] |")
+    sim_path = OUT / "simulation.json"
+    if sim_path.exists():
+        sim = json.loads(sim_path.read_text())
+        lines += ["", "## The ceilings on pools whose truth is known", "",
+                  "`routing_gym.eval.headroom.simulation.planted_pool` (4,000 questions, 8 models, 2 benchmarks, seed 1): "
+                  "outcomes drawn from logit P = a_bk + shared x d_q. The truth is the rung that routes by the exact P "
+                  "given the reference half's outcomes (the generator's own map), read on the same halvings, grid and "
+                  "resamples as the estimates; minus-truth intervals are paired. Written by this script into "
+                  "`simulation.json`; `tests/test_headroom.py` asserts the same.", "",
+                  "| Pool | Truth | Leak-free (after) | Leak-free minus truth | Inclusive | Inclusive minus truth | "
+                  "Crossing | Crossing minus truth |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for label, v in sim.items():
+            cells = [_ci(v["known"]["step_over_label_pp"], v["known"]["ci"])]
+            for key in ("leak_free", "inclusive", "crossing"):
+                cells += [_ci(v[key]["step_over_label_pp"], v[key]["ci"]), _ci(v[key]["minus_known_pp"], v[key]["minus_known_ci"])]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines += ["", "The leak-free ceiling lands on the truth (its paired difference's interval holds 0); the inclusive "
+                  "one, which reads the routed models' own outcomes, lands above it: the leak the leak-free ceiling "
+                  "removes. The crossing map has no who-wins structure to learn here (each model's outcome depends on "
+                  "the question only through the shared difficulty), so it lands near the truth too; on real pools with "
+                  "specialists it does not (its pairwise AUC in the table above)."]
+    verdicts = familywise_over({n: r["whole_tournament"] for n, r in results.items()}, 0.95)
+    lines += ["", "## The content router over the whole tournament, selection nested: before -> after", "",
+              "After: 3 outer folds over the training and held-out splits together, repeated for 5 fold seeds; inside each "
+              "outer fold, from the other folds only, every router of the pool is fitted (each choosing its strength on its "
+              "own validation part) and the one with the highest validation value routes the fold; the label rung is the "
+              "task-aware yardstick's chain rule cross-fitted the same way (so it sits on the yardstick, 0.00). The interval "
+              "is the corrected repeated cross-validation t interval (Nadeau & Bengio 2003), which accounts for refitting; "
+              "the first seed's bootstrap holding its fits fixed is shown beside it. Before: 5 folds, one seed, the router "
+              "and strength chosen on the training split (outside the folds), a bootstrap holding the fits fixed. Verdict: "
+              "Romano-Wolf step-down over the tournaments' steps (family-wise 5 %).", "",
+              "| Tournament | Before: router, step [CI] | After: pool (folds won) | After: step over the label [CI] | "
+              "Seeds: min / max (sd) | Fixed-fit bootstrap CI (seed 0) | Label rung after | Family-wise verdict |",
+              "|---|---|---|---:|---|---|---:|---|"]
+    for name, r in results.items():
+        whole, prev = r.get("whole_tournament"), (old.get(name) or {}).get("whole_tournament") or {}
+        was = (f"{prev['router']}, {_ci2(prev['step_over_label_pp'], prev['step_ci'])}" if "step_ci" in prev else "—")
+        if not whole or "skipped" in whole:
+            lines.append(f"| {name} | {was} | not run: {(whole or {}).get('skipped', 'no router')} | | | | | |")
             continue
-        if "skipped" in whole:
-            lines.append(f"| {name} | {whole['router']} | {_ci(split['content_gain_pp'], split['ci'])} | "
-                         f"not run: {whole['skipped']} | | | |")
-            continue
-        widths = f"{split['ci'][1] - split['ci'][0]:.2f} -> {whole['ci'][1] - whole['ci'][0]:.2f}"
-        lines.append(f"| {name} | {whole['router']} | {_ci2(split['content_gain_pp'], split['ci'])} | "
-                     f"{_ci2(whole['content_gain_pp'], whole['ci'])} | "
-                     f"{_ci2(whole['task_aware_hull']['content_gain_pp'], whole['task_aware_hull']['ci'])} | "
-                     f"{_ci2(whole['step_over_label_pp'], whole['step_ci'])} | {widths} |")
+        spread, fixed = whole["seed_spread"], whole["fixed_fit_ci"]["step_ci"]
+        pool = ", ".join(f"{n} {c}" for n, c in whole["chosen"].items())
+        lines.append(f"| {name} | {was} | {pool} | {_ci2(whole['step_over_label_pp'], whole['step_ci'])} | "
+                     f"{spread['min']:+.2f} / {spread['max']:+.2f} ({spread['sd']:.2f}) | [{fixed[0]:+.2f}, {fixed[1]:+.2f}] | "
+                     f"{whole['task_aware_hull']['content_gain_pp']:+.2f} | {verdicts.get(name) or 'not distinguishable from 0'} |")
+    left = {n: r["whole_tournament"].get("left_out") for n, r in results.items() if (r.get("whole_tournament") or {}).get("left_out")}
+    if left:
+        lines += ["", "Left out of the nested pool by the CPU budget (`--whole-budget-s`): "
+                  + "; ".join(f"{n}: {', '.join(f'{k} ({v})' for k, v in d.items())}" for n, d in left.items()) + "."]
     lines += ["", "## Routability: does the text say which model wins?", "",
               "| Tournament | Router | Within-benchmark AUC | Pairwise AUC | Shared difficulty (inclusive): within / pairwise | "
               "Oracle's lead from questions 1-2 models answer | Guessing rate | Copies disagreeing |",
@@ -293,7 +374,8 @@ def router_claim(r: dict[str, Any]) -> tuple[bool, str]:
     whole, split = r.get("whole_tournament") or {}, r["rungs"].get("content_router")
     if "step_ci" in whole:
         return whole["step_ci"][0] > 0, (f"step over the label rung {_ci2(whole['step_over_label_pp'], whole['step_ci'])} pp "
-                                         f"over all {whole['n_queries']:,} questions, {whole['folds']}-fold cross-fitted")
+                                         f"over all {whole['n_queries']:,} questions, router and strength chosen inside "
+                                         f"{whole['folds']} outer folds x {len(whole['seeds'])} fold seeds")
     if split is None:
         return False, "no router ran"
     return split["ci"][0] > 0, f"content gain {_ci(split['content_gain_pp'], split['ci'])} pp on the held-out split"
@@ -307,9 +389,10 @@ def answer(results: dict[str, dict[str, Any]], forced: dict[str, dict[str, Any]]
         reads, evidence = router_claim(r)
         free = r.get("leak_free")
         difficulty = (f"Knowing each question's difficulty from models that are not routed would add "
-                      f"{_ci(free['leak_free']['step_over_label_pp'], free['leak_free']['ci'])} pp (half-pools; reading the "
-                      f"candidates' own outcomes instead, which leaks who was right: "
-                      f"{_ci(free['inclusive']['step_over_label_pp'], free['inclusive']['ci'])})"
+                      f"{_ci(free['leak_free']['step_over_label_pp'], free['leak_free']['ci'])} pp averaged over the "
+                      f"joule grid (half-pools, a map that cannot re-order models: pairwise AUC "
+                      f"{_auc(free['leak_free']['pairwise_auc'])}; reading the candidates' own outcomes instead, which leaks "
+                      f"who was right: {_ci(free['inclusive']['step_over_label_pp'], free['inclusive']['ci'])})"
                       if free else
                       f"Knowing each question's difficulty (inclusive) would add "
                       f"{_ci(g['shared_difficulty']['content_gain_pp'], g['shared_difficulty']['ci'])} pp")
@@ -319,9 +402,10 @@ def answer(results: dict[str, dict[str, Any]], forced: dict[str, dict[str, Any]]
                    f"{_ci(g['oracle']['content_gain_pp'], g['oracle']['ci'])} pp above the label, "
                    f"{100 * r['oracle_lead']['rare_share']:.0f} % of it from questions only one or two models answer."
                    + forced_note(forced.get(name)))
-    return out + ["", "Each claim above is one interval per tournament (marginal 95 %, the whole-tournament step where it "
-                  "ran); the claims within one ladder are decided family-wise in its table.md (Romano-Wolf step-down over "
-                  "every rung's gain and every step).", "", "Where the pairwise AUC is near 0.5, the text predicts how hard a question is (a difficulty every "
+    return out + ["", "Each claim above is one interval per tournament (marginal 95 %; the whole-tournament step's "
+                  "corrected interval where it ran); across tournaments the steps are decided family-wise in the table "
+                  "above, and the claims within one ladder in its table.md (Romano-Wolf step-down over every rung's gain "
+                  "and every step).", "", "Where the pairwise AUC is near 0.5, the text predicts how hard a question is (a difficulty every "
                   "model shares) but not which model wins it: the oracle's lead is out of reach of routers that read the "
                   "text as these do, and the leak-free ceiling estimates what knowing difficulty exactly would add.", ""]
 
@@ -370,6 +454,9 @@ def main() -> int:
     else:
         routers = None if args.routers is None else tuple(args.routers.split(","))
         runs = [(n.strip(), routers, args.text_forced) for n in args.tournaments.split(",") if n.strip()]
+    if (args.tournaments is None and not args.summary_only) or not (OUT / "simulation.json").exists():  # the full plan, or once
+        (OUT / "simulation.json").write_text(json.dumps(simulation(), indent=1))
+        log("wrote the simulation with known truth")
     if not args.summary_only:  # one cost file per run folder, so several invocations may run side by side
         for name, routers, text_forced in runs:
             cost = run_one(name, args.bootstrap, None if routers is None else list(routers), text_forced)

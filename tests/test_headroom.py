@@ -37,7 +37,7 @@ def pools():
 
 @pytest.fixture(scope="module")
 def results(pools):
-    return {s: run_headroom(HeadroomConfig(tournament=t, routers=["cost-aware"], n_bootstrap=300,
+    return {s: run_headroom(HeadroomConfig(tournament=t, routers=["cost-aware", "mf"], n_bootstrap=300, whole_seeds=2,
                                            progress=False)) for s, t in pools.items()}
 
 
@@ -84,13 +84,15 @@ def test_outputs_hold_the_documented_keys(results, tmp_path):
         rung = payload["rungs"][name]
         assert isinstance(rung["content_gain_pp"], float) and len(rung["ci"]) == 2 and rung["mean_j"] > 0
         assert rung["ci"][0] <= rung["content_gain_pp"] <= rung["ci"][1] + 1e-9
-    assert payload["within_benchmark_auc"] == r.scorer_auc["cost-aware"]["within_benchmark_auc"]
-    assert payload["pairwise_auc"] == r.scorer_auc["cost-aware"]["pairwise_auc"]
-    assert payload["rungs"]["content_router"]["router"] == "cost-aware"
+    best = r.best_router
+    assert payload["within_benchmark_auc"] == r.scorer_auc[best]["within_benchmark_auc"]
+    assert payload["pairwise_auc"] == r.scorer_auc[best]["pairwise_auc"]
+    assert payload["rungs"]["content_router"]["router"] == best
     assert payload["generator"]["specialization_signal"] == 1.0
     assert paths["headroom.png"].stat().st_size > 10_000
     table = paths["table.md"].read_text()
-    assert "specialization_signal = 1" in table and "best content router: cost-aware" in table
+    assert "specialization_signal = 1" in table and f"best content router: {best}" in table
+    assert payload["whole_tournament"]["seeds"] == [0, 1] and payload["leak_free"]["crossing"]["pairwise_auc"] > 0
     assert "/" + "tmp" not in paths["headroom.json"].read_text()  # no machine paths in what gets committed
 
 
@@ -130,7 +132,7 @@ def test_shared_difficulty_map_learns_which_model_wins_at_each_share_per_benchma
 
 
 def test_the_form_is_chosen_by_cross_fitted_log_loss_and_a_shared_shape_loses_where_benchmarks_disagree():
-    from routing_gym.eval.headroom.forms import SHARE_FORMS, choose_form
+    from routing_gym.eval.headroom.forms import CROSSING_FORMS, SHARE_FORMS, SHARED_FORMS, choose_form
 
     rng = np.random.default_rng(3)
     n = 900
@@ -147,22 +149,50 @@ def test_the_form_is_chosen_by_cross_fitted_log_loss_and_a_shared_shape_loses_wh
         for form in SHARE_FORMS:
             out_of_fold[form][held] = shared_difficulty_p(correct[fit], codes[fit], correct[held], codes[held], 2, form=form)
     chosen, losses = choose_form(out_of_fold, correct)
-    assert set(losses) == set(SHARE_FORMS) and chosen == min(losses, key=losses.get)
+    assert set(losses) == set(SHARE_FORMS) and chosen == min(SHARED_FORMS, key=losses.get)
+    assert choose_form(out_of_fold, correct, CROSSING_FORMS)[0] == min(CROSSING_FORMS, key=losses.get)
     assert losses["pooled-spline"] > losses["spline"]  # one shape per model, only shifted by benchmark, fits worse
+    # here the winner at mid share is model-specific: only a crossing map can learn it
+    assert losses["spline"] < min(losses[f] for f in SHARED_FORMS)
+
+
+@pytest.mark.parametrize("form", ["shared-linear", "shared-spline"])
+def test_a_shared_shape_map_never_re_orders_models_within_a_benchmark(form):
+    """logit P = a_bk + g_b(d): whatever the difficulty, the models keep one order per benchmark,
+    even where the data say the winner flips with difficulty (a crossing map follows that flip)."""
+    rng = np.random.default_rng(4)
+    n = 1200
+    share, codes = rng.uniform(0, 1, n), rng.integers(0, 2, n)
+    p_true = np.column_stack([share, 1 - share])  # model 0 wins hard-for-others questions, model 1 the rest
+    correct = (rng.uniform(size=(n, 2)) < p_true).astype(float)
+    grid = np.linspace(0, 1, 11)
+    rows_codes = np.repeat([0, 1], len(grid))
+    p = shared_difficulty_p(correct, codes, np.zeros((2 * len(grid), 2)), rows_codes, 2, share, np.tile(grid, 2), form=form)
+    for b in (0, 1):
+        order = np.sign(p[rows_codes == b, 0] - p[rows_codes == b, 1])
+        assert len(set(order.tolist())) == 1, (b, p[rows_codes == b])
+    crossing = shared_difficulty_p(correct, codes, np.zeros((2 * len(grid), 2)), rows_codes, 2, share, np.tile(grid, 2),
+                                   form="spline")
+    assert len(set(np.sign(crossing[:, 0] - crossing[:, 1]).tolist())) == 2  # the crossing map re-orders them
 
 
 def test_the_ceiling_is_reported_under_every_form_beside_the_chosen_one(results):
     for result in results.values():
         forms = result.forms
-        assert forms["chosen"] in forms["forms"] and len(forms["forms"]) == 4
+        from routing_gym.eval.headroom.forms import CROSSING_FORMS, SHARED_FORMS
+        from routing_gym.eval.headroom.ladder import COMMON_J_POINTS
+
+        assert forms["chosen"] in SHARED_FORMS and forms["crossing_chosen"] in CROSSING_FORMS and len(forms["forms"]) == 4
         chosen = forms["forms"][forms["chosen"]]
-        assert chosen["content_gain_pp"] == pytest.approx(result.rungs["shared_difficulty"].stats["content_gain_pp"])
-        # the ceiling is the step over the label rung at the budget, as the ladder's own steps are read
-        ladder_step = (result.common["rungs"]["shared_difficulty"][0]["content_gain_pp"]
-                       - result.common["rungs"]["task_aware_hull"][0]["content_gain_pp"])
-        assert chosen["step_over_label_pp"] == pytest.approx(ladder_step)
+        # the ceiling: the step over the label rung averaged over one grid of joules fixed on train
+        assert len(chosen["at_joules_pp"]) == len(forms["joules"]) == COMMON_J_POINTS
+        assert chosen["step_over_label_pp"] == pytest.approx(np.mean(chosen["at_joules_pp"]))
+        assert chosen["ci"][0] <= chosen["step_over_label_pp"] <= chosen["ci"][1]
         assert forms["range_pp"][0] <= chosen["step_over_label_pp"] <= forms["range_pp"][1]
-        assert forms["chosen"] == min(forms["forms"], key=lambda f: forms["forms"][f]["cross_fitted_log_loss"])
+        loss = {f: forms["forms"][f]["cross_fitted_log_loss"] for f in forms["forms"]}
+        assert forms["chosen"] == min(SHARED_FORMS, key=loss.get)
+        assert forms["crossing_chosen"] == min(CROSSING_FORMS, key=loss.get)
+        assert result.scorer_auc["shared_difficulty"]["pairwise_auc"] < 0.6
 
 
 def test_stratified_auc_matches_scikit_learn_per_group_and_pairwise_ignores_main_effects():
@@ -281,7 +311,29 @@ def test_the_leak_free_ceiling_reads_no_routed_models_outcome():
         assert sorted(half["candidates"] + half["reference"]) == sorted(t.model_ids)
     assert out["inclusive"]["ci"][0] > 0  # the inclusive share leaks the candidates' outcomes
     assert out["leak_free"]["ci"][0] <= 0 and abs(out["leak_free"]["step_over_label_pp"]) < 1.5
-    assert out["inclusive"]["step_over_label_pp"] > out["leak_free"]["step_over_label_pp"] + 2.0
+    assert out["inclusive"]["step_over_label_pp"] > out["leak_free"]["step_over_label_pp"] + 0.5
+    for half in out["partitions"]:  # every map read on the same grid of joules fixed on train
+        grid = half["joules"]
+        assert grid == sorted(grid) and all(len(half[n]["at_joules_pp"]) == len(grid) for n in ("leak_free", "inclusive"))
+
+
+@pytest.mark.parametrize("shared", [0.0, 3.0])
+def test_on_a_pool_whose_ceiling_is_known_the_leak_free_ceiling_lands_on_it_and_the_inclusive_one_above(shared):
+    """``simulation.planted_pool``: outcomes independent across models (truth 0) or sharing a
+    planted difficulty (truth: routing by the exact P given the reference models' outcomes)."""
+    from routing_gym.eval.headroom.simulation import planted_pool
+
+    t, known = planted_pool(4000, 8, shared, seed=1)
+    out = leak_free_ceiling(HeadroomConfig(tournament=t, n_bootstrap=300), t, partitions=5, known=known)
+    free, inclusive = out["leak_free"], out["inclusive"]
+    assert free["minus_known_ci"][0] <= 0 <= free["minus_known_ci"][1], free  # unbiased: the truth inside, paired
+    assert abs(free["minus_known_pp"]) < 0.6
+    assert inclusive["minus_known_ci"][0] > 0.2, inclusive  # the candidates' own outcomes leak
+    assert abs(free["pairwise_auc"] - 0.5) < 0.03
+    if shared == 0.0:
+        assert free["ci"][0] <= 0 <= free["ci"][1]
+    else:
+        assert out["known"]["ci"][0] > 0 and free["ci"][0] > 0
 
 
 def test_the_folds_reuse_the_strength_the_fit_on_all_of_train_chose(pools, monkeypatch):
@@ -355,46 +407,45 @@ def test_on_one_benchmark_the_label_rung_is_the_fixed_model_rung_at_every_common
     for f, k in zip(fixed, task):
         if f["content_gain_pp"] is not None and k["content_gain_pp"] is not None:
             assert k["content_gain_pp"] == pytest.approx(f["content_gain_pp"], abs=1e-9)
-    assert result.whole == {"router": "cost-aware", "skipped": "turned off (--whole-folds 0)"}
+    assert result.whole == {"routers": ["cost-aware"], "skipped": "turned off (--whole-folds 0)"}
 
 
-def test_the_whole_tournament_cross_fit_narrows_the_content_rung_and_scores_each_question_unseen(results, pools):
-    from routing_gym.eval.headroom.ladder import grouped_folds, out_of_fold
+def test_the_whole_tournament_step_nests_the_choice_of_router_and_strength_and_widens_for_refitting(results, pools):
+    from routing_gym.eval.headroom.whole import corrected_interval, familywise_over
 
     for s, r in results.items():
-        whole, split = r.whole, r.rungs["content_router"].stats
+        whole = r.whole
         assert whole["n_queries"] == len(pools[s].split_rows("train")) + len(pools[s].split_rows("test"))
-        width_whole, width_split = whole["ci"][1] - whole["ci"][0], split["ci"][1] - split["ci"][0]
-        assert width_whole < 0.8 * width_split, (s, whole["ci"], split["ci"])
+        assert whole["seeds"] == [0, 1] and len(whole["choices"]) == 2 * whole["folds"]
+        assert sum(whole["chosen"].values()) == len(whole["choices"]) and set(whole["chosen"]) == {"cost-aware", "mf"}
+        # the label rung is the yardstick's chain rule cross-fitted: it sits on the yardstick
+        assert abs(whole["task_aware_hull"]["content_gain_pp"]) < 1e-9
         assert whole["ci"][0] <= whole["content_gain_pp"] <= whole["ci"][1]
+        spread = whole["seed_spread"]
+        assert spread["min"] <= whole["step_over_label_pp"] <= spread["max"]
+        # the corrected interval is wider than the bootstrap that holds one seed's fits fixed
+        fixed = whole["fixed_fit_ci"]["step_ci"]
+        assert whole["step_ci"][1] - whole["step_ci"][0] > fixed[1] - fixed[0]
     assert results[1.0].whole["step_ci"][0] > 2.0  # the topic-reading router climbs over the label rung
-    assert results[0.0].whole["step_over_label_pp"] < results[1.0].whole["step_over_label_pp"] - 5
-    step = results[1.0].whole["step_over_label_pp"]
-    assert step == pytest.approx(results[1.0].whole["content_gain_pp"] - results[1.0].whole["task_aware_hull"]["content_gain_pp"])
-    t = pools[1.0]
-    rows = np.union1d(t.split_rows("train"), t.split_rows("test"))
-    folds = grouped_folds(t, rows, 5, seed=0)
-    seen: list[tuple[np.ndarray, np.ndarray]] = []
-
-    def recording(fit, held):
-        seen.append((fit, held))
-        return np.zeros((len(held), t.n_models)), np.zeros((len(held), t.n_models))
-
-    out_of_fold(recording, rows, folds)
-    assert sorted(np.concatenate([h for _, h in seen]).tolist()) == rows.tolist()  # each question scored once
-    assert all(not np.intersect1d(fit, held).size for fit, held in seen)  # by a fit that never saw it
+    assert results[0.0].whole["step_ci"][0] < 1.0 < results[1.0].whole["step_ci"][0]
+    # Nadeau & Bengio's correction: 10 values from 5 folds -> variance (1/10 + 1/4) x s^2
+    values = np.arange(10.0)
+    out = corrected_interval(values, 5, 0.95)
+    assert out["se"] == pytest.approx(np.sqrt((0.1 + 0.25) * np.var(values, ddof=1))) and out["df"] == 9
+    verdicts = familywise_over({f"pool {s}": r.whole for s, r in results.items()}, 0.95)
+    assert verdicts["pool 1.0"] == "above" and verdicts["pool 0.0"] != "above"
 
 
 def test_the_whole_tournament_cross_fit_is_skipped_when_predicted_over_its_time_budget(pools):
     t = pools[0.0]
     r = run_headroom(HeadroomConfig(tournament=t, routers=["cost-aware"], n_bootstrap=100, progress=False,
                                     whole_budget_s=0.0))
-    assert r.whole["predicted_s"] > 0 and "over the 0 s budget" in r.whole["skipped"]
+    assert r.whole["predicted_s"]["cost-aware"] > 0 and "over the 0 s budget" in r.whole["skipped"]
     from routing_gym.eval.headroom.report import AUC_NOTE, markdown_report
 
     table = markdown_report(r)
     head, rest = table.split("| Rung |", 1)
-    said = "**The whole-tournament cross-fit was not run** for cost-aware: predicted "
+    said = "**The whole-tournament cross-fit was not run**: every router's nested fitting predicted over the 0 s budget"
     assert said in head and said in rest  # at the top, not only in its own section
     assert "from the held-out split only; to run it, raise --whole-budget-s (e.g. --whole-budget-s " in head
     # "step" is always qualified: over the previous rung (the ladder) or over the label (every other table)

@@ -33,12 +33,14 @@ def add_commands(cli) -> None:
                    help="matched budget in mean joules per query (default: where knowing each question's difficulty "
                         "is worth most on train, cross-fitted); every rung is also read at a grid of common joules")
     p.add_argument("--folds", type=positive_int, default=3, help="cross-fitting folds of the training split (default: %(default)s)")
-    p.add_argument("--whole-folds", type=int, default=5,
-                   help="cross-fit the best content router over the whole tournament (train and test) in this many folds, "
-                        "for a narrower interval; 0 turns it off (default: %(default)s)")
+    p.add_argument("--whole-folds", type=int, default=3,
+                   help="cross-fit the content rung over the whole tournament (train and test) in this many outer folds, "
+                        "router and strength chosen inside each; 0 turns it off (default: %(default)s)")
+    p.add_argument("--whole-seeds", type=int, default=5,
+                   help="fold seeds of the whole-tournament cross-fit (their spread is reported; default: %(default)s)")
     p.add_argument("--whole-budget-s", type=float, default=150.0,
-                   help="run the whole-tournament cross-fit only when its fitting is predicted (from the router's fits on "
-                        "train) to take at most this many seconds (default: %(default)s)")
+                   help="the whole-tournament cross-fit's routers: the costliest left out until their nested fitting is "
+                        "predicted (from their fits on train) to take at most this many seconds (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="router and fold seed (default: %(default)s)")
     p.add_argument("--train-split", default="train")
     p.add_argument("--test-split", default="test")
@@ -57,7 +59,8 @@ def cmd_headroom(args: argparse.Namespace) -> int:
     config = HeadroomConfig(tournament=args.tournament, routers=routers,
                             agent_kwargs=json_object(args.agent_kwargs, "--agent-kwargs"), budget_j=args.budget_j,
                             folds=args.folds, seed=args.seed, train_split=args.train_split, test_split=args.test_split,
-                            n_bootstrap=args.bootstrap, whole_folds=args.whole_folds, whole_budget_s=args.whole_budget_s)
+                            n_bootstrap=args.bootstrap, whole_folds=args.whole_folds,
+                            whole_seeds=args.whole_seeds, whole_budget_s=args.whole_budget_s)
     result = run_headroom(config)  # bad settings raise UsageError before any fitting
     paths = write_headroom_outputs(result, args.out, plots=not args.no_plots)
     print(paths["table.md"].read_text())

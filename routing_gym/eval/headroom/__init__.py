@@ -14,14 +14,17 @@ to the cheaper model) — and differs only in what it knows as ``P`` and ``E``:
    ``predict_energy(batch)`` where it has one, else per (benchmark, model) training joules; every
    router asked for is run and the one best on train is the rung (all are in ``routers``);
 4. ``shared_difficulty`` (privileged): the question's share of models right, ``s(x)``, known;
-   P_k(s) per (benchmark, model) from training outcomes by a map whose form is chosen on train by
-   cross-fitted log loss (``forms.py``; ``ceiling_over_forms`` reports the rung under every form
-   beside it): knowing how hard a question is, not which model wins it.
-   The share here includes the routed models' own outcomes, so the rung partly knows who was
-   right (its pairwise AUC is above 0.5): it is the *inclusive* upper bound. ``leak_free_ceiling``
-   reads difficulty only from models that are not routed: route among a random half of the
-   pool, read the share from the other half, averaged over ``LEAK_FREE_PARTITIONS`` halvings,
-   beside the inclusive rung on the same halves;
+   P_k(s) from training outcomes by a map of shared shape, ``logit P = a_bk + g_b(s)`` (one curve
+   per benchmark, each model only shifting it: difficulty never re-orders models), its form
+   chosen on train by cross-fitted log loss (``forms.py``; ``ceiling_over_forms`` reports the rung
+   under every form beside it, the crossing forms as a labelled upper variant): knowing how hard
+   a question is, not which model wins it. The share here includes the routed models' own
+   outcomes, so the rung partly knows who was right: it is the *inclusive* upper bound.
+   ``leak_free_ceiling`` reads difficulty only from models that are not routed: route among a
+   random half of the pool, read the share from the other half, averaged over
+   ``LEAK_FREE_PARTITIONS`` halvings, beside the inclusive rung on the same halves, both read on
+   one grid of joules fixed on train (``simulation.py``: on pools whose ceiling is known it lands
+   on it);
 5. ``oracle`` (privileged): P = the true outcome, E = the true joules.
 
 **Matched joules, knobs on train.** The budget ``J*`` defaults to where knowing difficulty is
@@ -42,9 +45,10 @@ of a question together) for every rung and both yardsticks' policies at once
 read along its test curve at **common joules** (the budget and a grid fixed on train), and each
 step up the ladder is the difference of two rungs at the budget, paired (``ladder.py``).
 
-The content router's rung is also cross-fitted over the **whole tournament** (``whole.py``: every
-question scored by a fit that never saw it, a narrower interval), by default where its predicted
-fitting time fits ``whole_budget_s``.
+The content rung is also cross-fitted over the **whole tournament** (``whole.py``: every question
+scored by a fit that never saw it, the router and its strength chosen inside each outer fold,
+repeated over fold seeds, an interval that accounts for refitting), its pool the routers whose
+predicted nested fitting fits ``whole_budget_s``.
 
 Beside the ladder (``eval/headroom/routability.py``): within-benchmark and pairwise AUCs of every
 scorer's test P, how much of the oracle's lead comes from questions only one or two models
@@ -62,19 +66,23 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from routing_gym.errors import UsageError
 from routing_gym.eval.core.stats import percentile_interval
 from routing_gym.eval.headroom import routability
 from routing_gym.eval.headroom.forms import (
+    CROSSING_FORMS,
     FORM_RULE,
     SHARE_FORMS,
+    SHARED_FORMS,
     choose_form,
     share_right,
     shared_difficulty_p,
 )
 from routing_gym.eval.headroom.ladder import (
     BUDGET_CANDIDATES,
+    COMMON_J_POINTS,
     MU_GRID,
     TIE_PRICE,
     LadderStatistics,
@@ -95,7 +103,7 @@ from routing_gym.eval.headroom.routers import (
     resolve_routers,
     router_scorer,
 )
-from routing_gym.eval.headroom.whole import predicted_seconds, whole_tournament_rung
+from routing_gym.eval.headroom.whole import WHOLE_SEEDS, predicted_seconds, whole_tournament_rung
 from routing_gym.tournament import Tournament
 
 __all__ = ["BUDGET_CANDIDATES", "DEFAULT_ROUTERS", "MU_GRID", "RUNGS", "TIE_PRICE", "HeadroomConfig", "HeadroomResult",
@@ -109,10 +117,13 @@ RUNG_LABELS = {"fixed_model_hull": "fixed-model hull", "task_aware_hull": "task-
 PRIVILEGED_RUNGS = frozenset({"shared_difficulty", "oracle"})
 LEAK_FREE_PARTITIONS = 5
 LEAK_FREE_RULE = (f"{LEAK_FREE_PARTITIONS} seeded random halvings of the pool: route among one half, read each "
-                  "question's share of models right from the other half (never routed); the rung's test accuracy minus the "
-                  "half-pool's task-aware rung's, both read along their test curves at the half-pool's budget (paired); "
-                  "mean over halvings (per resample for the interval). Inclusive: the same rung reading the candidates' "
-                  "own outcomes (an upper bound)")
+                  "question's share of models right from the other half (never routed), through the shared-shape map "
+                  "(difficulty never re-orders models); the rung's test accuracy minus the half-pool's task-aware rung's, "
+                  "both read along their test curves at every joule value of one grid fixed on train (the half-pool's "
+                  f"{COMMON_J_POINTS} common joules), averaged over the grid (paired), then over halvings (per resample for "
+                  "the interval). Inclusive: the same map reading the candidates' own outcomes (an upper bound). Crossing: "
+                  "the leak-free share through a map that lets each model its own curve (a labelled upper variant: it can "
+                  "learn who wins)")
 BUDGET_RULE = (f"of {BUDGET_CANDIDATES} joule values (geometric from the cheapest to the costliest fixed model's training "
                "mean), the one where the shared-difficulty rung's cross-fitted training hull lies furthest above the "
                "task-aware rung's: where knowing how hard a question is is worth most, chosen on train")
@@ -134,9 +145,11 @@ class HeadroomConfig:
     confidence: float = 0.95
     bootstrap_seed: int = 0
     progress: bool = True  # one line per fitted router on stderr
-    # The content router's rung cross-fitted over the whole tournament (eval/headroom/whole.py):
-    # whole_folds folds (0: off), run when its predicted fitting time is within whole_budget_s.
-    whole_folds: int = 5
+    # The content rung cross-fitted over the whole tournament, router and strength chosen inside
+    # the outer folds (eval/headroom/whole.py): whole_folds folds (0: off) x whole_seeds fold seeds,
+    # its pool the routers whose predicted nested fitting fits whole_budget_s together.
+    whole_folds: int = 3
+    whole_seeds: int = WHOLE_SEEDS
     whole_budget_s: float = 150.0
 
     def check(self) -> None:
@@ -144,6 +157,8 @@ class HeadroomConfig:
             raise UsageError(f"folds (--folds) must be >= 2, got {self.folds}")
         if self.whole_folds != 0 and self.whole_folds < 2:
             raise UsageError(f"whole_folds (--whole-folds) must be 0 (off) or >= 2, got {self.whole_folds}")
+        if self.whole_seeds < 2:
+            raise UsageError(f"whole_seeds (--whole-seeds) must be >= 2 (the spread over fold seeds), got {self.whole_seeds}")
         if not self.whole_budget_s >= 0:
             raise UsageError(f"whole_budget_s (--whole-budget-s) must be >= 0 seconds, got {self.whole_budget_s}")
         if self.n_bootstrap < 10:
@@ -188,7 +203,7 @@ class HeadroomResult:
 
 # ---------------------------------------------------------------------- scorers
 def _shared_scorers(t: Tournament, train_rows: np.ndarray, folds: list[np.ndarray], test_rows: np.ndarray,
-                    share: np.ndarray | None = None) -> dict[str, Scorer]:
+                    share: np.ndarray | None = None, forms: tuple[str, ...] = SHARE_FORMS) -> dict[str, Scorer]:
     """The shared-difficulty scorer under every form of ``forms.SHARE_FORMS``, cross-fitted: its
     share from ``share``, ``[N]`` per query, when given (reference models' outcomes), else the
     routed models' own. Their out-of-fold training P is what ``forms.choose_form`` reads."""
@@ -201,7 +216,7 @@ def _shared_scorers(t: Tournament, train_rows: np.ndarray, folds: list[np.ndarra
             return p, bench_means(t, t.energy_j, fit, rows)
         return fit_predict
 
-    return {form: cross_fitted(shared(form), train_rows, folds, test_rows) for form in SHARE_FORMS}
+    return {form: cross_fitted(shared(form), train_rows, folds, test_rows) for form in forms}
 
 
 def _label_scorers(t: Tournament, train_rows: np.ndarray, folds: list[np.ndarray], test_rows: np.ndarray,
@@ -234,7 +249,7 @@ class _Prepared:
     folds: list[np.ndarray]
     j_ref: float
     budget: float = float("nan")
-    form: str = "spline"  # the shared-difficulty map's form, chosen on train (forms.FORM_RULE)
+    form: str = "shared-spline"  # the shared-difficulty map's form, chosen on train (forms.FORM_RULE)
     form_log_loss: dict[str, float] = field(default_factory=dict)
     form_scorers: dict[str, Scorer] = field(default_factory=dict)  # the shared-difficulty scorer under every form
 
@@ -281,77 +296,106 @@ def privileged_ladder(t: Tournament, config: HeadroomConfig) -> dict[str, Any]:
             "oracle_lead": _oracle_lead(t, rungs, run.test_rows)}
 
 
-def leak_free_ceiling(config: HeadroomConfig, t: Tournament, partitions: int = LEAK_FREE_PARTITIONS) -> dict[str, Any]:
+def leak_free_ceiling(config: HeadroomConfig, t: Tournament, partitions: int = LEAK_FREE_PARTITIONS,
+                      known: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> dict[str, Any]:
     """The shared-difficulty ceiling without reading the routed models' outcomes (module docstring).
 
-    For each of ``partitions`` seeded random halvings of the pool, the ladder's label-only rungs
-    run on one half (the candidates) with each question's difficulty read from the *other* half
-    (the reference models, never routed), beside the same rung with the difficulty read from the
-    candidates themselves (inclusive: an upper bound, it partly knows who was right). Each is
-    measured as its step over the half-pool's task-aware rung at the half-pool's budget
-    (``BUDGET_RULE`` with the leak-free rung, or ``config.budget_j``), both read along their test
-    curves there (``ladder.py``: common joules), so a rung landing off the budget on a steep part
-    of the hull is not read against the yardstick at other joules. The steps are averaged over
-    partitions, per resample too (every half-pool has the same queries, so the same resamples),
-    for the interval. Returns the means, intervals, every partition's models and gains, and the pairwise
-    AUC of each scorer's test P (0.5 for any scorer that knows difficulty or the label only)."""
+    For each of ``partitions`` seeded random halvings of the pool, the label-only rungs run on one
+    half (the candidates): ``leak_free`` reads each question's difficulty from the *other* half
+    (the reference models, never routed) through the shared-shape map (``forms.SHARED_FORMS``:
+    difficulty never re-orders models); ``inclusive`` reads it from the candidates themselves
+    (an upper bound: it partly knows who was right); ``crossing`` is the leak-free share through a
+    map that gives each model its own curve (``forms.CROSSING_FORMS``: a labelled upper variant, it
+    can learn who wins). Each is measured as its step over the half-pool's task-aware rung, both
+    read along their test curves at every joule value of one grid fixed on train (``COMMON_J_RULE``
+    without a budget: no rung's own budget decides where another is read), averaged over the grid,
+    then over partitions, per resample too (every half-pool has the same queries, so the same
+    resamples), for the interval. Returns the means, intervals, every partition's models and steps,
+    and the pairwise AUC of each map's test P (near 0.5 for a map that cannot re-order models).
+    ``known(candidates, reference) -> [N, len(candidates)]``, where the truth is known
+    (``simulation.py``): the true P given the reference models' outcomes, read as one more rung
+    (``known``) on the same grid, halvings and resamples."""
     k = t.n_models
     if k < 4:
         raise UsageError(f"{t.card.name}: the leak-free ceiling splits the pool in two halves of >= 2 models; it has {k}")
     rng = np.random.default_rng(config.seed)
-    gains: dict[str, list[float]] = {"leak_free": [], "inclusive": []}
-    boots: dict[str, list[np.ndarray]] = {"leak_free": [], "inclusive": []}
-    aucs: dict[str, list[float]] = {"leak_free": [], "inclusive": []}
+    names = ("leak_free", "inclusive", "crossing") + (("known",) if known is not None else ())
+    gains: dict[str, list[float]] = {n: [] for n in names}
+    boots: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    aucs: dict[str, list[float]] = {n: [] for n in names}
     records = []
     for _ in range(partitions):
         order = rng.permutation(k)
         candidates, reference = np.sort(order[:k // 2]), np.sort(order[k // 2:])
         half = t.subset(models=[t.model_ids[i] for i in candidates])
+        train_rows, test_rows = half.split_rows(config.train_split), half.split_rows(config.test_split)
+        fixed_j = half.energy_j[train_rows].mean(axis=0)
+        run = _Prepared(half, train_rows, test_rows, grouped_folds(half, train_rows, config.folds, config.seed),
+                        max(float(fixed_j.max()), 1e-12))
+        grid = common_joules(float(fixed_j.min()), fixed_j)[1:]  # fixed on train, read by every rung alike
+        run.budget = float(np.sqrt(grid[0] * grid[-1]))  # only matches each rung's own point; steps are read on the grid
         reference_share = share_right(t.correct[:, reference])
-        run, rungs = _prepare(config, half, share=reference_share)
-        rungs = {"task_aware_hull": rungs["task_aware_hull"], "leak_free": rungs["shared_difficulty"]}
-        inclusive_scorers = _shared_scorers(half, run.train_rows, run.folds, run.test_rows)
-        inclusive_form, _ = choose_form({f: s.train_p for f, s in inclusive_scorers.items()}, half.correct[run.train_rows])
-        inclusive_scorer = inclusive_scorers[inclusive_form]
-        rungs["inclusive"] = run.rung("inclusive", inclusive_scorer)
-        ladder = _statistics(config, half, run.train_rows, run.test_rows, rungs, {}, np.array([run.budget]))
+        free = _shared_scorers(half, train_rows, run.folds, test_rows, reference_share)
+        own = _shared_scorers(half, train_rows, run.folds, test_rows, None, SHARED_FORMS)
+        chosen = {"leak_free": choose_form({f: free[f].train_p for f in SHARED_FORMS}, half.correct[train_rows])[0],
+                  "inclusive": choose_form({f: s.train_p for f, s in own.items()}, half.correct[train_rows])[0],
+                  "crossing": choose_form({f: free[f].train_p for f in CROSSING_FORMS}, half.correct[train_rows],
+                                          CROSSING_FORMS)[0]}
+        scorers = {"leak_free": free[chosen["leak_free"]], "inclusive": own[chosen["inclusive"]],
+                   "crossing": free[chosen["crossing"]]}
+        if known is not None:
+            truth = known(candidates, reference)
+            scorers["known"] = Scorer(truth[train_rows], free["shared-linear"].train_e, truth[test_rows],
+                                      free["shared-linear"].test_e)
+        task = _label_scorers(half, train_rows, run.folds, test_rows, scorers["leak_free"])["task_aware_hull"]
+        rungs = {"task_aware_hull": run.rung("task_aware_hull", task), **{n: run.rung(n, s) for n, s in scorers.items()}}
+        ladder = _statistics(config, half, train_rows, test_rows, rungs, {}, grid)
         record: dict[str, Any] = {"candidates": [t.model_ids[i] for i in candidates],
-                                  "reference": [t.model_ids[i] for i in reference], "budget_j": run.budget,
-                                  "form": {"leak_free": run.form, "inclusive": inclusive_form}}
-        for name in gains:
-            step = ladder.step_over_label(name, rungs[name].stats, config.confidence)
+                                  "reference": [t.model_ids[i] for i in reference], "joules": grid.tolist(), "form": chosen}
+        for name in names:
+            step = ladder.step_over_label(name, config.confidence)
             gains[name].append(step["step_over_label_pp"])
             boots[name].append(step.pop("resampled"))
-            auc = routability.routability(rungs[name].scorer.test_p, half.correct[run.test_rows],
-                                          half.benchmark_codes[run.test_rows], half.benchmarks, half.model_ids)
+            auc = routability.routability(rungs[name].scorer.test_p, half.correct[test_rows],
+                                          half.benchmark_codes[test_rows], half.benchmarks, half.model_ids)
             aucs[name].append(auc["pairwise_auc"])
             record[name] = {**step, "pairwise_auc": auc["pairwise_auc"]}
         records.append(record)
     out: dict[str, Any] = {"partitions": records, "rule": LEAK_FREE_RULE}
-    for name in gains:
+    for name in names:
         mean_boot = np.mean(boots[name], axis=0)
         out[name] = {"step_over_label_pp": float(np.mean(gains[name])),
                      "ci": [float(v) for v in percentile_interval(mean_boot, config.confidence)],
                      "pairwise_auc": float(np.nanmean(aucs[name]))}
+        if known is not None:  # estimate minus the truth, paired
+            diff = mean_boot - np.mean(boots["known"], axis=0)
+            out[name]["minus_known_pp"] = float(np.mean(gains[name]) - np.mean(gains["known"]))
+            out[name]["minus_known_ci"] = [float(v) for v in percentile_interval(diff, config.confidence)]
     return out
 
 
 def ceiling_over_forms(config: HeadroomConfig, run: _Prepared, task: Rung) -> dict[str, Any]:
-    """The shared-difficulty rung under every form of ``forms.SHARE_FORMS``, each as its step over
-    the task-aware rung at the run's budget (both read along their test curves there), beside the
-    one chosen on train: paired intervals from one set of resamples."""
+    """The shared-difficulty rung under every form of ``forms.SHARE_FORMS`` (shared-shape and
+    crossing), each as its step over the task-aware rung averaged over the grid of common joules
+    fixed on train (both read along their test curves there), beside the one chosen on train:
+    paired intervals from one set of resamples."""
     t = run.t
     rungs = {"task_aware_hull": dataclasses.replace(task, stats={})}  # a copy: the ladder's keeps its statistics
     for form in SHARE_FORMS:
         rungs[form] = run.rung(form, run.form_scorers[form])
-    ladder = _statistics(config, t, run.train_rows, run.test_rows, rungs, {}, np.array([run.budget]))
+    grid = common_joules(run.budget, t.energy_j[run.train_rows].mean(axis=0))[1:]
+    ladder = _statistics(config, t, run.train_rows, run.test_rows, rungs, {}, grid)
     ceilings = {}
     for form in SHARE_FORMS:
-        step = ladder.step_over_label(form, rungs[form].stats, config.confidence)
+        step = ladder.step_over_label(form, config.confidence)
         del step["resampled"]
-        ceilings[form] = {**step, "cross_fitted_log_loss": run.form_log_loss[form]}
-    steps = [c["step_over_label_pp"] for c in ceilings.values()]
-    return {"chosen": run.form, "rule": FORM_RULE, "forms": ceilings, "range_pp": [float(min(steps)), float(max(steps))]}
+        ceilings[form] = {**step, "cross_fitted_log_loss": run.form_log_loss[form],
+                          "shape": "shared" if form in SHARED_FORMS else "crossing (upper variant)"}
+    steps = [c["step_over_label_pp"] for f, c in ceilings.items() if f in SHARED_FORMS]
+    crossing = choose_form({f: run.form_scorers[f].train_p for f in CROSSING_FORMS}, t.correct[run.train_rows],
+                           CROSSING_FORMS)[0]
+    return {"chosen": run.form, "crossing_chosen": crossing, "rule": FORM_RULE, "joules": grid.tolist(),
+            "forms": ceilings, "range_pp": [float(min(steps)), float(max(steps))]}
 
 
 def _oracle_lead(t: Tournament, rungs: dict[str, Rung], test_rows: np.ndarray) -> dict[str, Any]:
@@ -374,12 +418,13 @@ def run_headroom(config: HeadroomConfig) -> HeadroomResult:
     routers: dict[str, dict[str, Any]] = {}
     router_rungs: dict[str, Rung] = {}
     for name in router_names:
-        tic = time.perf_counter()
+        tic, cpu_tic = time.perf_counter(), time.process_time()
         try:
             scorer = router_scorer(name, t, config.seed, config.agent_kwargs.get(name, {}), run.train_rows, run.folds,
                                    run.test_rows)
             router_rungs[name] = run.rung(name, scorer)
-            routers[name] = {"fit_s": time.perf_counter() - tic, **router_rungs[name].scorer.fit_info}
+            routers[name] = {"fit_s": time.perf_counter() - tic, "fit_cpu_s": time.process_time() - cpu_tic,
+                             **router_rungs[name].scorer.fit_info}
         except Exception as exc:  # one router's failure must not sink the ladder
             routers[name] = {"fit_s": time.perf_counter() - tic, "error": f"{type(exc).__name__}: {exc}"}
         if config.progress:
@@ -406,8 +451,7 @@ def run_headroom(config: HeadroomConfig) -> HeadroomResult:
     lead = _oracle_lead(t, ordered, run.test_rows)
     leak_free = leak_free_ceiling(config, t) if t.n_models >= 4 else None
     forms = ceiling_over_forms(config, run, rungs["task_aware_hull"])
-    whole = None if best is None else _whole(config, run, best, router_rungs[best].scorer.fit_info["kwargs"],
-                                             routers[best]["fit_s"])
+    whole = None if best is None else _whole(config, run, routers)
     return HeadroomResult(
         config=config, tournament=t, budget_j=run.budget, rungs=ordered, routers=routers, best_router=best,
         steps=ladder.steps, hulls=ladder.hulls, fixed=ladder.fixed, scorer_auc=scorer_auc, oracle_lead=lead,
@@ -417,23 +461,36 @@ def run_headroom(config: HeadroomConfig) -> HeadroomResult:
     )
 
 
-def _whole(config: HeadroomConfig, run: _Prepared, best: str, kwargs: dict[str, Any], fit_s: float) -> dict[str, Any]:
-    """The best router's rung cross-fitted over the whole tournament, when asked for
-    (``whole_folds``) and its predicted time fits ``whole_budget_s``; else why not."""
+def _whole(config: HeadroomConfig, run: _Prepared, routers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The content rung cross-fitted over the whole tournament with router and strength chosen
+    inside the outer folds (``whole.py``), when asked for (``whole_folds``): its pool is every
+    router that fitted on the split, the costliest left out until the predicted fitting CPU time of
+    ``whole_seeds x whole_folds`` nested fits fits ``whole_budget_s``; else why not."""
     rows = np.union1d(run.train_rows, run.test_rows)
+    fitted = [n for n, r in routers.items() if "error" not in r]
     if config.whole_folds == 0:
-        return {"router": best, "skipped": "turned off (--whole-folds 0)"}
-    predicted = predicted_seconds(fit_s, config.folds + 1, len(run.train_rows), len(rows), config.whole_folds)
-    if predicted > config.whole_budget_s:
-        return {"router": best, "predicted_s": predicted,
-                "skipped": f"predicted {predicted:.0f} s of fitting, over the {config.whole_budget_s:g} s budget "
-                           "(--whole-budget-s)"}
-    if config.progress:
-        print(f"headroom: {best} over the whole tournament ({config.whole_folds} folds, predicted {predicted:.0f} s)",
-              file=sys.stderr, flush=True)
-    out = whole_tournament_rung(run.t, best, kwargs, rows, config.whole_folds, config.seed, run.budget, run.j_ref,
-                                config.n_bootstrap, config.confidence, config.bootstrap_seed)
-    return {**out, "predicted_s": predicted}
+        return {"routers": fitted, "skipped": "turned off (--whole-folds 0)"}
+    # from CPU seconds, not wall: on a loaded machine wall time would change which routers are in the pool
+    predicted = {n: predicted_seconds(routers[n]["fit_cpu_s"], config.folds + 1, len(run.train_rows), len(rows),
+                                      config.whole_folds, config.whole_seeds) for n in fitted}
+    pool = sorted(fitted, key=predicted.__getitem__)
+    while pool and sum(predicted[n] for n in pool) > config.whole_budget_s:
+        pool.pop()
+    left_out = {n: predicted[n] for n in fitted if n not in pool}
+    if not pool:
+        return {"routers": fitted, "predicted_s": predicted,
+                "skipped": f"every router's nested fitting predicted over the {config.whole_budget_s:g} s budget "
+                           f"(--whole-budget-s): {', '.join(f'{n} {v:.0f} s' for n, v in predicted.items())}"}
+    pool = [n for n in fitted if n in pool]  # the ladder's order: ties go to the first
+    seeds = [config.seed + i for i in range(config.whole_seeds)]
+    bar = tqdm(total=len(seeds) * config.whole_folds, desc=f"headroom: nested whole ({', '.join(pool)})",
+               disable=not config.progress, file=sys.stderr)
+    with bar:
+        out = whole_tournament_rung(run.t, pool, config.agent_kwargs, rows, config.whole_folds, seeds, run.budget,
+                                    run.j_ref, config.n_bootstrap, config.confidence, config.bootstrap_seed, bar)
+    return {**out, "predicted_s": sum(predicted[n] for n in pool),
+            "left_out": {n: f"predicted {v:.0f} s of nested fitting, over the {config.whole_budget_s:g} s budget"
+                         for n, v in left_out.items()}}
 
 
 def _statistics(config: HeadroomConfig, t: Tournament, train_rows: np.ndarray, test_rows: np.ndarray,

@@ -219,14 +219,14 @@ class LadderStatistics:
     common_point: dict[str, np.ndarray] = field(default_factory=dict)
     common_boot: dict[str, np.ndarray] = field(default_factory=dict)
 
-    def step_over_label(self, name: str, stats: dict[str, Any], confidence: float) -> dict[str, Any]:
-        """Rung ``name``'s accuracy minus the task-aware rung's at the budget (the first common J),
-        pp, with its interval and ``[B]`` resamples (``resampled``), beside the rung's own content
-        gain and joules (``stats``)."""
-        boot = self.common_boot[name][:, 0] - self.common_boot["task_aware_hull"][:, 0]
-        return {"step_over_label_pp": float(self.common_point[name][0] - self.common_point["task_aware_hull"][0]),
-                "ci": [float(v) for v in percentile_interval(boot, confidence)], "resampled": boot,
-                "content_gain_pp": stats["content_gain_pp"], "mean_j": stats["mean_j"]}
+    def step_over_label(self, name: str, confidence: float) -> dict[str, Any]:
+        """Rung ``name``'s accuracy minus the task-aware rung's, pp, at every common J given (a grid
+        fixed on train: no rung's own budget decides where it is read) and averaged over them, with
+        the average's interval and ``[B]`` resamples (``resampled``)."""
+        at_j = self.common_point[name] - self.common_point["task_aware_hull"]
+        boot = (self.common_boot[name] - self.common_boot["task_aware_hull"]).mean(axis=1)
+        return {"step_over_label_pp": float(at_j.mean()), "ci": [float(v) for v in percentile_interval(boot, confidence)],
+                "at_joules_pp": [float(v) for v in at_j], "resampled": boot}
 
 
 def ladder_statistics(t: Tournament, train_rows: np.ndarray, test_rows: np.ndarray, rungs: dict[str, Rung],

@@ -193,20 +193,20 @@ def whole_status(whole: dict[str, Any] | None) -> list[str]:
     if not whole or "skipped" not in whole:
         return []
     if "predicted_s" in whole:
-        enough = 10 * math.ceil(whole["predicted_s"] / 10 + 1)
+        enough = 10 * math.ceil(min(whole["predicted_s"].values()) / 10 + 1)
         how = (f"raise --whole-budget-s (e.g. --whole-budget-s {enough:g}) or name a cheaper router or features "
                "(--routers, --agent-kwargs)")
     else:
-        how = "give --whole-folds 5"
-    return [f"**The whole-tournament cross-fit was not run** for {whole['router']}: {whole['skipped']}. The content "
-            f"router's numbers here are from the held-out split only; to run it, {how}.", ""]
+        how = "give --whole-folds 3"
+    return [f"**The whole-tournament cross-fit was not run**: {whole['skipped']}. The content router's numbers here "
+            f"are from the held-out split only; to run it, {how}.", ""]
 
 
 def _whole_lines(whole: dict[str, Any] | None, split_rung: dict[str, Any] | None, n_test: int, conf: str) -> list[str]:
-    """The content router's rung cross-fitted over the whole tournament, beside its held-out one."""
+    """The content rung cross-fitted over the whole tournament (selection nested), beside its held-out one."""
     if not whole:
         return []
-    lines = ["## The content router over the whole tournament", ""]
+    lines = ["## The content router over the whole tournament (selection nested)", ""]
     if "skipped" in whole:
         return lines + [*whole_status(whole)]
     label = whole["task_aware_hull"]
@@ -214,54 +214,57 @@ def _whole_lines(whole: dict[str, Any] | None, split_rung: dict[str, Any] | None
               f"| Rung | Queries | Accuracy % | Mean J | Content gain pp [{conf} CI] | CI width pp |", "|---|---:|---:|---:|---:|---:|"]
     if split_rung:
         low, high = split_rung["ci"]
-        lines.append(f"| {whole['router']}, held-out split only (the ladder's rung) | {n_test} | "
-                     f"{100 * split_rung['accuracy']:.1f} | {split_rung['mean_j']:,.1f} | "
+        lines.append(f"| best router, held-out split only (the ladder's rung) | {n_test} | "
                      f"{_ci(split_rung['content_gain_pp'], split_rung['ci'], '+.2f')} | {high - low:.2f} |")
-    for title, r in ((f"{whole['router']}, whole tournament, {whole['folds']}-fold cross-fitted", whole),
-                     ("task-aware (label) rung, cross-fitted the same way", label)):
+    for title, r in ((f"nested content rung, whole tournament ({whole['folds']} folds x {len(whole['seeds'])} seeds)", whole),
+                     ("task-aware (label) rung on the yardstick's chain rule, cross-fitted the same way", label)):
         low, high = r["ci"]
-        lines.append(f"| {title} | {whole['n_queries']} | {100 * r['accuracy']:.1f} | {r['mean_j']:,.1f} | "
-                     f"{_ci(r['content_gain_pp'], r['ci'], '+.2f')} | {high - low:.2f} |")
-    return lines + ["", f"The router's step over label (what reading the text adds, paired): "
-                        f"{_ci(whole['step_over_label_pp'], whole['step_ci'], '+.2f')} pp. Fitting took "
-                        f"{whole['fit_s']:.1f} s (predicted {whole['predicted_s']:.0f} s).", ""]
+        lines.append(f"| {title} | {whole['n_queries']} | {_ci(r['content_gain_pp'], r['ci'], '+.2f')} | {high - low:.2f} |")
+    return lines + ["", f"The step over label (what reading the text adds, paired): "
+                        f"{_ci(whole['step_over_label_pp'], whole['step_ci'], '+.2f')} pp; over the {len(whole['seeds'])} fold "
+                        f"seeds from {spread['min']:+.2f} to {spread['max']:+.2f} (sd {spread['sd']:.2f}); the first seed's "
+                        f"bootstrap holding its fits fixed would say [{fixed[0]:+.2f}, {fixed[1]:+.2f}]. "
+                        f"Fitting took {whole['fit_s']:.1f} s wall, {whole['fit_cpu_s']:.1f} s CPU (predicted {whole['predicted_s']:.0f} s "
+                        "CPU).", ""]
 
 
 def _forms_lines(forms: dict[str, Any] | None, conf: str) -> list[str]:
-    """The shared-difficulty ceiling under every form of its map, the chosen one marked."""
+    """The shared-difficulty ceiling under every form of its map, the chosen ones marked."""
     if not forms:
         return []
     low, high = forms["range_pp"]
     lines = ["## The difficulty ceiling over the map's forms", "",
-             f"Form used above: **{forms['chosen']}** ({forms['rule']}). The ceiling under every form, at the same "
-             f"budget, as the step over label there (both read along their test curves): {low:+.1f} to "
-             f"{high:+.1f} pp.", "",
-             f"| Form | Cross-fitted log loss (train) | Step over label at the budget pp [{conf} CI] | Content gain at own J pp "
-             "| Mean J |", "|---|---:|---:|---:|---:|"]
+             f"Form used above: **{forms['chosen']}** ({forms['rule']}). The ceiling under every form, as the step over "
+             f"the task-aware rung averaged over the common joules fixed on train (both read along their test curves "
+             f"there): {low:+.1f} to {high:+.1f} pp over the shared-shape forms. The crossing forms let each model its own "
+             "curve over difficulty, so they can re-order models: an upper variant, not the ceiling.", "",
+             f"| Form | Shape | Cross-fitted log loss (train) | Step over label, mean over the grid pp [{conf} CI] |",
+             "|---|---|---:|---:|"]
     for form, f in forms["forms"].items():
-        mark = " (chosen)" if form == forms["chosen"] else ""
-        lines.append(f"| {form}{mark} | {f['cross_fitted_log_loss']:.4f} | {_ci(f['step_over_label_pp'], f['ci'], '+.1f')} | "
-                     f"{f['content_gain_pp']:+.1f} | {f['mean_j']:,.1f} |")
+        mark = " (chosen)" if form in (forms["chosen"], forms.get("crossing_chosen")) else ""
+        lines.append(f"| {form}{mark} | {f['shape']} | {f['cross_fitted_log_loss']:.4f} | "
+                     f"{_ci(f['step_over_label_pp'], f['ci'], '+.1f')} |")
     return lines + [""]
 
 
 def _leak_free_lines(leak_free: dict[str, Any] | None, conf: str) -> list[str]:
-    """The difficulty ceiling that reads no routed model's outcome, beside the inclusive one."""
+    """The difficulty ceiling that reads no routed model's outcome, beside the inclusive one and the crossing variant."""
     if not leak_free:
         return []
-    free, inclusive = leak_free["leak_free"], leak_free["inclusive"]
+    rows = (("the other half of the pool, shared-shape map (leak-free)", "leak_free"),
+            ("the routed half itself, shared-shape map (inclusive, upper bound)", "inclusive"),
+            ("the other half, crossing map (upper variant: can learn who wins)", "crossing"))
     lines = ["## The difficulty ceiling without the candidates' outcomes", "",
              f"The shared-difficulty rung above reads each question's share of models right *including the routed "
              f"models' own outcomes*, so it partly knows who was right: an upper bound. Leak-free: {leak_free['rule']}.", "",
-             f"| Difficulty read from | Step over label at the budget, pp [{conf} CI] (mean over halvings) | "
-             "Pairwise AUC |", "|---|---:|---:|",
-             f"| the other half of the pool (leak-free) | {_ci(free['step_over_label_pp'], free['ci'], '+.1f')} | "
-             f"{_auc(free['pairwise_auc'])} |",
-             f"| the routed half itself (inclusive, upper bound) | {_ci(inclusive['step_over_label_pp'], inclusive['ci'], '+.1f')} | "
-             f"{_auc(inclusive['pairwise_auc'])} |", "", "Halvings (candidates | reference: leak-free / inclusive step pp at "
-             "the half-pool's budget):", ""]
+             f"| Difficulty read from | Step over label, mean over the grid, pp [{conf} CI] (mean over halvings) | "
+             "Pairwise AUC |", "|---|---:|---:|"]
+    lines += [f"| {title} | {_ci(leak_free[key]['step_over_label_pp'], leak_free[key]['ci'], '+.1f')} | "
+              f"{_auc(leak_free[key]['pairwise_auc'])} |" for title, key in rows if key in leak_free]
+    lines += ["", "Halvings (candidates | reference: leak-free / inclusive / crossing step pp, mean over the grid):", ""]
     lines += [f"- {', '.join(h['candidates'])} | {', '.join(h['reference'])}: {h['leak_free']['step_over_label_pp']:+.1f} / "
-              f"{h['inclusive']['step_over_label_pp']:+.1f} at {h['budget_j']:,.1f} J" for h in leak_free["partitions"]]
+              f"{h['inclusive']['step_over_label_pp']:+.1f} / {h['crossing']['step_over_label_pp']:+.1f}"
+              for h in leak_free["partitions"]]
     return lines + [""]
 
 

@@ -32,7 +32,8 @@ def router_fit_predict(name: str, t: Tournament, seed: int, kwargs: dict[str, An
                        ) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """``fit_predict(fit_rows, rows) -> (P, E)`` for router ``name`` made with ``kwargs``. A router
     that chooses a strength on validation (``chosen_strength``, agents/nested.py) chooses it in the
-    first fit; later fits reuse it (``kwargs`` and ``info`` record it)."""
+    first fit; later fits reuse it (``kwargs`` and ``info`` record it; ``info["validation_value"]``:
+    the value of its chosen strength's routes on its validation part, where it validated)."""
     from routing_gym_agents import FitContext, make_agent
     from routing_gym_agents.base import EnergyPredictor
 
@@ -41,8 +42,11 @@ def router_fit_predict(name: str, t: Tournament, seed: int, kwargs: dict[str, An
     def fit_predict(fit: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         copy = relabelled(t, fit, rows)
         agent = make_agent(name, **kwargs)
-        agent.fit(FitContext(tournament=copy, reward=reward, train_split=FIT_SPLIT, seed=seed, feedback="full"))
+        log = agent.fit(FitContext(tournament=copy, reward=reward, train_split=FIT_SPLIT, seed=seed, feedback="full"))
         chosen = getattr(agent, "chosen_strength", None)
+        validated = (log or {}).get("validation_value") if isinstance(log, dict) else None
+        if validated:  # the value of the chosen strength's routes on the fit's validation part: how routers are compared
+            info["validation_value"] = float(max(validated.values()))
         if chosen is not None and "strength" not in kwargs:  # the first fit chose: later fits keep it
             kwargs["strength"] = float(chosen)
             info["strength"] = "label only" if math.isinf(chosen) else float(chosen)
