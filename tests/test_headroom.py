@@ -418,8 +418,9 @@ def test_the_whole_tournament_step_nests_the_choice_of_router_and_strength_and_w
         assert whole["n_queries"] == len(pools[s].split_rows("train")) + len(pools[s].split_rows("test"))
         assert whole["seeds"] == [0, 1] and len(whole["choices"]) == 2 * whole["folds"]
         assert sum(whole["chosen"].values()) == len(whole["choices"]) and set(whole["chosen"]) == {"cost-aware", "mf"}
-        # the label rung is the yardstick's chain rule cross-fitted: it sits on the yardstick
-        assert abs(whole["task_aware_hull"]["content_gain_pp"]) < 1e-9
+        # the label rung is the yardstick's chain rule cross-fitted, a mix of two chain policies: on the yardstick's chain, so at most the optimism of reading that chain on the
+        # scored rows as the best mix of its policies (eval/core/yardstick.py) below it
+        assert -1.0 < whole["task_aware_hull"]["content_gain_pp"] <= 1e-9
         assert whole["ci"][0] <= whole["content_gain_pp"] <= whole["ci"][1]
         spread = whole["seed_spread"]
         assert spread["min"] <= whole["step_over_label_pp"] <= spread["max"]

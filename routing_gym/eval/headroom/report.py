@@ -209,9 +209,12 @@ def _whole_lines(whole: dict[str, Any] | None, split_rung: dict[str, Any] | None
     lines = ["## The content router over the whole tournament (selection nested)", ""]
     if "skipped" in whole:
         return lines + [*whole_status(whole)]
-    label = whole["task_aware_hull"]
-    lines += [f"{whole['rule']}.", "",
-              f"| Rung | Queries | Accuracy % | Mean J | Content gain pp [{conf} CI] | CI width pp |", "|---|---:|---:|---:|---:|---:|"]
+    label, spread, fixed = whole["task_aware_hull"], whole["seed_spread"], whole["fixed_fit_ci"]["step_ci"]
+    chosen = ", ".join(f"{n} {c}" for n, c in whole["chosen"].items())
+    lines += [f"{whole['rule']}. Interval: {whole['interval_rule']}.", "",
+              f"Routers in the nested pool: {', '.join(whole['routers'])}; folds won ({len(whole['choices'])} in all): {chosen}."]
+    lines += [f"Left out of the pool: {n} ({why})." for n, why in whole.get("left_out", {}).items()]
+    lines += ["", f"| Rung | Queries | Content gain pp [{conf} CI] | CI width pp |", "|---|---:|---:|---:|"]
     if split_rung:
         low, high = split_rung["ci"]
         lines.append(f"| best router, held-out split only (the ladder's rung) | {n_test} | "
@@ -235,7 +238,7 @@ def _forms_lines(forms: dict[str, Any] | None, conf: str) -> list[str]:
     low, high = forms["range_pp"]
     lines = ["## The difficulty ceiling over the map's forms", "",
              f"Form used above: **{forms['chosen']}** ({forms['rule']}). The ceiling under every form, as the step over "
-             f"the task-aware rung averaged over the common joules fixed on train (both read along their test curves "
+             f"label averaged over the common joules fixed on train (both read along their test curves "
              f"there): {low:+.1f} to {high:+.1f} pp over the shared-shape forms. The crossing forms let each model its own "
              "curve over difficulty, so they can re-order models: an upper variant, not the ceiling.", "",
              f"| Form | Shape | Cross-fitted log loss (train) | Step over label, mean over the grid pp [{conf} CI] |",

@@ -14,8 +14,9 @@ only the other folds' rows (no winner's curse: nothing is chosen on the rows tha
   spend it (the run's budget, fixed on train);
 - **label rung**: the yardstick's own chain rule (``eval/core/yardstick.py``): the task-aware chain
   chosen on the other folds, its two policies around the budget mixed by their training joules.
-  It therefore sits on the yardstick (content gain 0 up to test joules falling out of chain
-  order), and the router's step over it is what reading the text adds;
+  It therefore sits on the yardstick's chain: content gain 0, or below it by at most the optimism of
+  reading the chain on the fold as the best mix of its policies; the router's step over it is what
+  reading the text adds;
 - **yardstick**: the task-aware chain chosen on the other folds, evaluated on the fold.
 
 Interval (``WHOLE_INTERVAL_RULE``): the corrected repeated cross-validation t interval of Nadeau &
