@@ -266,6 +266,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--truth-bootstrap", type=int, default=200)
     parser.add_argument("--budget-s", type=float, default=math.inf, help="start no new tournament after this many seconds")
+    parser.add_argument("--note", default="", help="a paragraph for the README (e.g. how the runs were split)")
     parser.add_argument("--same-as", default=None, help="run only the (cell, seed) pairs this other label has in runs.csv")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "routing_gym" / "verdict_calibration")
     parser.add_argument("--out", type=Path, default=OUT)
@@ -313,7 +314,8 @@ def main(argv: list[str] | None = None) -> None:
     timing = "; ".join(f"{lab}: {r['tournaments_run_now']} tournament(s) run, {r['elapsed_s']} s wall, {r['cpu_s']} s CPU"
                        for lab, r in settings["runs"].items())
     write_readme(args.out, "Verdict calibration v2", f"`calibration.md` (the rates), `calibration.json`, `runs.csv` (one "
-                 f"line per label x tournament x row). Last runs: {timing} (2 shared cores).\n\n{__doc__}",
+                 f"line per label x tournament x row). Last runs: {timing} (2 shared cores).\n\n"
+                 f"{args.note + chr(10) * 2 if args.note else ''}{__doc__}",
                  argv=[__file__] + (argv if argv is not None else sys.argv[1:]))
     print(table)
 

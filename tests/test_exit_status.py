@@ -139,6 +139,8 @@ OUTPUT_IS_A_FILE: dict[str, list[str]] = {
     "sweep": ["sweep", "{tmp}/sweep-bad-tournament.yaml", "--out", "{tmp}/a-file"],
     "collapse": ["collapse", "--agent", "linucb", "--tournament", GOOD, "--out", "{tmp}/a-file"],
     "collect run": ["collect", "run", "{tmp}/no-such-config.yaml", "--out", "{tmp}/a-file"],
+    "collect sweep": ["collect", "sweep", "{tmp}/no-such-config.yaml", "--out", "{tmp}/a-file"],
+    "serve": ["serve", "--tournament", GOOD, "--policies", "jsq", "--out", "{tmp}/a-file"],
     "collect to-tournament": ["collect", "to-tournament", "{tmp}/no-data", "--dest", "{tmp}/a-file"],
 }
 

@@ -114,6 +114,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from routing_gym.collect.shards import resolve_backend_factory
     from routing_gym.collect.sweep import run_sweep
 
+    check_output_path(args.out)
     config = _load(args)
     if args.concurrency is not None:
         data = config.to_dict()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from routing_gym.cli import json_object, positive_int
+from routing_gym.cli import check_output_path, json_object, positive_int
 
 
 def add_commands(cli) -> None:
@@ -41,6 +41,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from routing_gym.eval.serving.evaluate import compare_policies, format_table, policy_names
     from routing_gym.eval.serving.policies import check_policy_names, make_policy
 
+    check_output_path(args.out)
     check_policy_names(policy_names(args.policies), args.reference)  # before any env is built
     env_kwargs = {"tournament": args.tournament, "episode_length": args.episode_length, "rate": args.rate,
                   "arrival": args.arrival, **json_object(args.env_kwargs, "--env-kwargs")}
