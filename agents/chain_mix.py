@@ -59,9 +59,8 @@ class ChainMix(Agent):
             raise ValueError(f"{self.name}: segment {self.segment} outside the {self.chain} chain's {pairs} pair(s) of "
                              f"consecutive policies ({stick.names})")
         first = self.segment % pairs
-        k = ctx.n_models
-        every_benchmark = np.arange(len(ctx.benchmarks))
-        self.routes = np.stack([np.full(len(every_benchmark), c) if c < k else sticks.routes.choices[c - k]
+        k, n_benchmarks = ctx.n_models, len(ctx.benchmarks)
+        self.routes = np.stack([np.full(n_benchmarks, c) if c < k else sticks.routes.choices[c - k]
                                 for c in stick.index[first:first + 2]]).astype(np.int64)
         self.policies = stick.names[first:first + 2]
         return {"policies": self.policies, "weight": self.weight, "chain": self.chain}
